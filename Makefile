@@ -1,0 +1,48 @@
+# rdma-dra-driver. `make help` lists the targets.
+SHELL := /usr/bin/env bash
+GO ?= go
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0.0-dev)
+GIT_COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -s -w -X github.com/rdma-dra/rdma-dra-driver/internal/version.Version=$(VERSION) \
+	-X github.com/rdma-dra/rdma-dra-driver/internal/version.GitCommit=$(GIT_COMMIT)
+BIN_DIR := _output/bin
+BINARIES := rdma-dra rdma-dra-kubeletplugin rdma-dra-cdi-hook
+FUZZTIME ?= 10s
+
+.PHONY: help
+help: ## list the targets
+	@grep -E '^[a-z][a-zA-Z0-9_-]*:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+.PHONY: build
+build: ## build the binaries into _output/bin
+	@mkdir -p $(BIN_DIR)
+	@for b in $(BINARIES); do \
+	  if [ -d cmd/$$b ]; then $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN_DIR)/$$b ./cmd/$$b || exit 1; fi; \
+	done
+
+.PHONY: test
+test: ## unit tests of the driver and the API-validation tests of the test/ module
+	$(GO) test -count=1 ./...
+	cd test && $(GO) test -count=1 ./validation/...
+
+.PHONY: fuzz
+fuzz: ## run every fuzz target for FUZZTIME each (default 10s)
+	hack/fuzz.sh $(FUZZTIME)
+
+.PHONY: bench
+bench: ## micro-benchmarks of discovery, the device model and prepare
+	$(GO) test -run '^$$' -bench . -benchmem ./pkg/...
+
+.PHONY: lint
+lint: ## go vet and a gofmt check of both modules
+	$(GO) vet ./...
+	cd test && $(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+.PHONY: fmt
+fmt: ## gofmt every Go file
+	gofmt -w $$(git ls-files '*.go')
+
+.PHONY: clean
+clean: ## remove build output (not the local cluster's cache)
+	rm -rf $(BIN_DIR)
