@@ -46,3 +46,6 @@ fmt: ## gofmt every Go file
 .PHONY: clean
 clean: ## remove build output (not the local cluster's cache)
 	rm -rf $(BIN_DIR)
+
+# Further targets live in mk/*.mk, one file per concern (local cluster, images, e2e, bench).
+-include mk/*.mk
