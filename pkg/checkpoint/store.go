@@ -1,0 +1,205 @@
+package checkpoint
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// DefaultBootIDPath is where Linux publishes the ID of the current boot.
+const DefaultBootIDPath = "/proc/sys/kernel/random/boot_id"
+
+// lockFileName is locked with flock(2) around every read-modify-write of the checkpoint,
+// so that two plugin instances of a rolling update, and the cleanup loop next to a
+// prepare call, never interleave.
+const lockFileName = "checkpoint.lock"
+
+// Store reads and writes the checkpoint file of one plugin data directory.
+type Store struct {
+	dir        string
+	bootIDPath string
+	now        func() time.Time
+
+	// mu serializes users of this process; the flock alone does not, because it is
+	// taken on a new open file description each time and this process may hold another.
+	mu     sync.Mutex
+	bootID string
+}
+
+// NewStore returns a store for the checkpoint in dir. bootIDPath is normally
+// [DefaultBootIDPath]; tests point it at a file of their own.
+func NewStore(dir, bootIDPath string) *Store {
+	return &Store{dir: dir, bootIDPath: bootIDPath, now: time.Now}
+}
+
+// Path is the checkpoint file's path.
+func (s *Store) Path() string { return filepath.Join(s.dir, FileName) }
+
+// BootID returns the current boot ID, read once.
+func (s *Store) BootID() (string, error) {
+	if s.bootID != "" {
+		return s.bootID, nil
+	}
+	data, err := os.ReadFile(s.bootIDPath)
+	if err != nil {
+		return "", fmt.Errorf("read boot ID: %w", err)
+	}
+	id := strings.TrimSpace(string(data))
+	if id == "" {
+		return "", fmt.Errorf("read boot ID: %s is empty", s.bootIDPath)
+	}
+	s.bootID = id
+	return id, nil
+}
+
+// Lock takes the store's lock for one transaction (load, change, save) and returns the
+// function that releases it.
+func (s *Store) Lock() (func(), error) {
+	s.mu.Lock()
+	f, err := os.OpenFile(filepath.Join(s.dir, lockFileName), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("open checkpoint lock: %w", err)
+	}
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+		if !errors.Is(err, syscall.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		_ = f.Close()
+		s.mu.Unlock()
+		return nil, fmt.Errorf("lock checkpoint: %w", err)
+	}
+	return func() {
+		// Closing the descriptor releases the flock.
+		_ = f.Close()
+		s.mu.Unlock()
+	}, nil
+}
+
+// Loaded is the result of [Store.Load].
+type Loaded struct {
+	// Checkpoint is the state to work with; never nil.
+	Checkpoint *Checkpoint
+	// Stale holds the entries of an earlier boot, already dropped from Checkpoint; the
+	// caller removes whatever they left behind.
+	Stale []*Claim
+	// QuarantinedTo is set when the file was corrupted: it was renamed to this path and
+	// Checkpoint starts empty.
+	QuarantinedTo string
+	// Corruption is the reason for the quarantine.
+	Corruption error
+}
+
+// Load reads the checkpoint. A missing file is an empty checkpoint. A file of a newer
+// version is an error wrapping [ErrFutureVersion], and nothing is changed on disk. A
+// corrupted file is moved aside (see [Loaded.QuarantinedTo]) and the plugin starts over
+// empty; why that is the safer choice is explained in docs/kubelet-plugin.md.
+//
+// Load must be called with the lock held.
+func (s *Store) Load() (Loaded, error) {
+	bootID, err := s.BootID()
+	if err != nil {
+		return Loaded{}, err
+	}
+	data, err := os.ReadFile(s.Path())
+	if errors.Is(err, fs.ErrNotExist) {
+		return Loaded{Checkpoint: New(bootID)}, nil
+	}
+	if err != nil {
+		return Loaded{}, fmt.Errorf("read checkpoint %s: %w", s.Path(), err)
+	}
+	cp, err := Decode(data)
+	switch {
+	case errors.Is(err, ErrFutureVersion):
+		return Loaded{}, fmt.Errorf("load %s: %w", s.Path(), err)
+	case errors.Is(err, ErrCorrupt):
+		aside := fmt.Sprintf("%s.corrupt-%s", s.Path(), s.now().UTC().Format("20060102T150405Z"))
+		if rerr := os.Rename(s.Path(), aside); rerr != nil {
+			return Loaded{}, fmt.Errorf("move corrupted checkpoint %s aside: %w (it is corrupted: %w)", s.Path(), rerr, err)
+		}
+		if serr := syncDir(s.dir); serr != nil {
+			return Loaded{}, fmt.Errorf("move corrupted checkpoint %s aside: %w", s.Path(), serr)
+		}
+		return Loaded{Checkpoint: New(bootID), QuarantinedTo: aside, Corruption: err}, nil
+	case err != nil:
+		return Loaded{}, fmt.Errorf("load %s: %w", s.Path(), err)
+	}
+	if cp.BootID == bootID {
+		return Loaded{Checkpoint: cp}, nil
+	}
+	out := Loaded{Checkpoint: New(bootID)}
+	for _, uid := range SortedUIDs(cp) {
+		out.Stale = append(out.Stale, cp.Claims[uid])
+	}
+	return out, nil
+}
+
+// Save writes cp atomically: a temporary file in the same directory is written and
+// synced, renamed over the checkpoint, and the directory is synced, so that after a crash
+// the file is either the old or the new content, never a mix.
+//
+// Save must be called with the lock held.
+func (s *Store) Save(cp *Checkpoint) error {
+	cp.Version = Version
+	data, err := Encode(cp)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(s.dir, "."+FileName+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("create temporary checkpoint: %w", err)
+	}
+	done := false
+	defer func() {
+		if !done {
+			_ = tmp.Close()
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+	if _, err := tmp.Write(data); err != nil {
+		return fmt.Errorf("write temporary checkpoint: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fmt.Errorf("sync temporary checkpoint: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("close temporary checkpoint: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), s.Path()); err != nil {
+		return fmt.Errorf("replace checkpoint: %w", err)
+	}
+	done = true
+	if err := syncDir(s.dir); err != nil {
+		return fmt.Errorf("sync checkpoint directory: %w", err)
+	}
+	return nil
+}
+
+// SortedUIDs returns the claim UIDs of cp in a stable order.
+func SortedUIDs(cp *Checkpoint) []string {
+	uids := make([]string, 0, len(cp.Claims))
+	for uid := range cp.Claims {
+		uids = append(uids, uid)
+	}
+	slices.Sort(uids)
+	return uids
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	return errors.Join(err, d.Close())
+}

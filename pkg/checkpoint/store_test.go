@@ -1,0 +1,185 @@
+package checkpoint
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func newTestStore(t *testing.T, bootID string) (*Store, string) {
+	t.Helper()
+	dir := t.TempDir()
+	bootPath := filepath.Join(t.TempDir(), "boot_id")
+	if err := os.WriteFile(bootPath, []byte(bootID+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := NewStore(dir, bootPath)
+	s.now = func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
+	return s, dir
+}
+
+func sampleClaim(uid string, phase Phase) *Claim {
+	return &Claim{
+		UID: uid, Namespace: "ns", Name: "c-" + uid, Phase: phase,
+		Devices: []Device{{
+			Request: "rdma", Pool: "node-rdma", Device: "mlx5-0-p1", PortKey: "mlx5_0/1",
+			Exclusive: true, IBDev: "mlx5_0", Port: 1, CDIDeviceIDs: []string{"k8s.rdma.dra.io/hca=" + uid + "-mlx5-0-p1"},
+		}},
+		UpdatedAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+		Network:   []byte(`{"future":true}`),
+	}
+}
+
+func load(t *testing.T, s *Store) (Loaded, error) {
+	t.Helper()
+	unlock, err := s.Lock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	return s.Load()
+}
+
+func TestSaveLoadRoundTrip(t *testing.T) {
+	s, dir := newTestStore(t, "boot-a")
+	got, err := load(t, s)
+	if err != nil {
+		t.Fatalf("load of a missing file: %v", err)
+	}
+	if len(got.Checkpoint.Claims) != 0 || got.Checkpoint.BootID != "boot-a" {
+		t.Fatalf("missing file should load as empty checkpoint of this boot, got %+v", got.Checkpoint)
+	}
+	cp := got.Checkpoint
+	cp.Claims["u1"] = sampleClaim("u1", PhasePrepareCompleted)
+	cp.Claims["u2"] = sampleClaim("u2", PhasePrepareStarted)
+	if err := s.Save(cp); err != nil {
+		t.Fatal(err)
+	}
+	again, err := load(t, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(cp, again.Checkpoint); diff != "" {
+		t.Errorf("round trip (-saved +loaded):\n%s", diff)
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".tmp") {
+			t.Errorf("temporary file %s left behind", e.Name())
+		}
+	}
+}
+
+func TestLoadRejectsAndRecovers(t *testing.T) {
+	tests := []struct {
+		name          string
+		content       string
+		wantErr       error
+		wantQuarantin bool
+	}{
+		{name: "not json", content: "{garbage", wantQuarantin: true},
+		{name: "truncated", content: `{"version":1,"bootID":"boot-a","claims":{"u1":{"uid":"u1"`, wantQuarantin: true},
+		{name: "version zero", content: `{"version":0,"claims":{}}`, wantQuarantin: true},
+		{name: "entry under other uid", content: `{"version":1,"bootID":"boot-a","claims":{"u1":{"uid":"u2","phase":"PrepareStarted"}}}`, wantQuarantin: true},
+		{name: "unknown phase", content: `{"version":1,"bootID":"boot-a","claims":{"u1":{"uid":"u1","phase":"Halfway"}}}`, wantQuarantin: true},
+		{name: "future version", content: `{"version":2,"anything":"else"}`, wantErr: ErrFutureVersion},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, dir := newTestStore(t, "boot-a")
+			if err := os.WriteFile(s.Path(), []byte(tc.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			got, err := load(t, s)
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("want error %v, got %v", tc.wantErr, err)
+				}
+				if !strings.Contains(err.Error(), s.Path()) {
+					t.Errorf("error %q does not name the file", err)
+				}
+				data, _ := os.ReadFile(s.Path())
+				if string(data) != tc.content {
+					t.Errorf("a newer checkpoint must be left untouched, now %q", data)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("corrupted file should be moved aside, got error %v", err)
+			}
+			want := filepath.Join(dir, "checkpoint.json.corrupt-20260102T030405Z")
+			if got.QuarantinedTo != want {
+				t.Errorf("quarantined to %q, want %q", got.QuarantinedTo, want)
+			}
+			if data, err := os.ReadFile(want); err != nil || string(data) != tc.content {
+				t.Errorf("quarantined file holds %q (%v), want the original", data, err)
+			}
+			if _, err := os.Stat(s.Path()); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("checkpoint still in place: %v", err)
+			}
+			if len(got.Checkpoint.Claims) != 0 || !errors.Is(got.Corruption, ErrCorrupt) {
+				t.Errorf("want empty checkpoint and ErrCorrupt, got %+v", got)
+			}
+		})
+	}
+}
+
+func TestLoadDropsEntriesOfEarlierBoot(t *testing.T) {
+	s, _ := newTestStore(t, "boot-a")
+	cp := New("boot-a")
+	cp.Claims["u2"] = sampleClaim("u2", PhasePrepareStarted)
+	cp.Claims["u1"] = sampleClaim("u1", PhasePrepareCompleted)
+	if err := s.Save(cp); err != nil {
+		t.Fatal(err)
+	}
+	rebooted := NewStore(filepath.Dir(s.Path()), filepath.Join(t.TempDir(), "boot_id"))
+	if err := os.WriteFile(rebooted.bootIDPath, []byte("boot-b"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := load(t, rebooted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Checkpoint.Claims) != 0 || got.Checkpoint.BootID != "boot-b" {
+		t.Errorf("entries of boot-a survived: %+v", got.Checkpoint)
+	}
+	var stale []string
+	for _, c := range got.Stale {
+		stale = append(stale, c.UID)
+	}
+	if diff := cmp.Diff([]string{"u1", "u2"}, stale); diff != "" {
+		t.Errorf("stale entries (-want +got):\n%s", diff)
+	}
+}
+
+func TestClonePreservesAndIsolates(t *testing.T) {
+	c := sampleClaim("u1", PhasePrepareCompleted)
+	d := c.Clone()
+	if diff := cmp.Diff(c, d); diff != "" {
+		t.Fatalf("clone differs:\n%s", diff)
+	}
+	d.Devices[0].CDIDeviceIDs[0] = "changed"
+	d.Network[1] = 'X'
+	if c.Devices[0].CDIDeviceIDs[0] == "changed" || c.Network[1] == 'X' {
+		t.Error("clone shares memory with the original")
+	}
+}
+
+func TestBootIDErrors(t *testing.T) {
+	s := NewStore(t.TempDir(), filepath.Join(t.TempDir(), "missing"))
+	if _, err := s.BootID(); err == nil {
+		t.Error("missing boot ID file accepted")
+	}
+	empty := filepath.Join(t.TempDir(), "empty")
+	if err := os.WriteFile(empty, []byte("\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewStore(t.TempDir(), empty).BootID(); err == nil {
+		t.Error("empty boot ID accepted")
+	}
+}
