@@ -1,0 +1,117 @@
+package nodeconfig
+
+import (
+	"fmt"
+	"path"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
+)
+
+// Validate checks a defaulted configuration and reports every problem with its field
+// path (include[0].vendors[1]). Call SetDefaults first: zero values are errors here.
+func (c *Config) Validate() field.ErrorList {
+	var errs field.ErrorList
+	if c.Version != Version {
+		errs = append(errs, field.NotSupported(field.NewPath("version"), c.Version, []string{Version}))
+	}
+	switch c.Modes {
+	case ModesBoth, ModesExclusive, ModesShared:
+	default:
+		errs = append(errs, field.NotSupported(field.NewPath("modes"), c.Modes,
+			[]Modes{ModesBoth, ModesExclusive, ModesShared}))
+	}
+	if c.Shares < 1 || c.Shares > MaxShares {
+		errs = append(errs, field.Invalid(field.NewPath("shares"), c.Shares,
+			fmt.Sprintf("must be between 1 and %d", MaxShares)))
+	}
+	legacy := field.NewPath("legacy")
+	switch c.Legacy.Mode {
+	case LegacyModeExclusive, LegacyModeShared:
+	default:
+		errs = append(errs, field.NotSupported(legacy.Child("mode"), c.Legacy.Mode,
+			[]LegacyMode{LegacyModeExclusive, LegacyModeShared}))
+	}
+	if c.Legacy.Shares < 1 || c.Legacy.Shares > MaxLegacyShares {
+		errs = append(errs, field.Invalid(legacy.Child("shares"), c.Legacy.Shares,
+			fmt.Sprintf("must be between 1 and %d", MaxLegacyShares)))
+	}
+	for i := range c.Include {
+		errs = append(errs, c.Include[i].validate(field.NewPath("include").Index(i))...)
+	}
+	for i := range c.Exclude {
+		errs = append(errs, c.Exclude[i].validate(field.NewPath("exclude").Index(i))...)
+	}
+	return errs
+}
+
+func (s *Selector) validate(fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	each := func(name string, values []string, check func(string) string) {
+		for i, v := range values {
+			p := fldPath.Child(name).Index(i)
+			if v == "" {
+				errs = append(errs, field.Required(p, "must not be empty"))
+				continue
+			}
+			if msg := check(v); msg != "" {
+				errs = append(errs, field.Invalid(p, v, msg))
+			}
+		}
+	}
+	each("vendors", s.Vendors, checkHexID)
+	each("deviceIDs", s.DeviceIDs, checkHexID)
+	each("drivers", s.Drivers, func(string) string { return "" })
+	each("ibdevs", s.IBDevs, checkPattern)
+	each("ifNames", s.IfNames, checkPattern)
+	each("pciAddresses", s.PCIAddresses, checkPattern)
+	for i, v := range s.LinkTypes {
+		if v != discovery.LinkLayerInfiniBand && v != discovery.LinkLayerEthernet {
+			errs = append(errs, field.NotSupported(fldPath.Child("linkTypes").Index(i), v,
+				[]string{discovery.LinkLayerInfiniBand, discovery.LinkLayerEthernet}))
+		}
+	}
+	return errs
+}
+
+// checkHexID accepts a normalized PCI ID: four lower-case hex digits.
+func checkHexID(v string) string {
+	if len(v) != 4 || strings.Trim(v, "0123456789abcdef") != "" {
+		return "must be four hex digits, e.g. 15b3 or 0x15b3"
+	}
+	return ""
+}
+
+// checkPattern accepts a shell pattern as path.Match reads it.
+func checkPattern(v string) string {
+	// path.Match reports a malformed pattern also when the name does not match.
+	if _, err := path.Match(v, ""); err != nil {
+		return "must be a name or a valid shell pattern (*, ?, [a-z])"
+	}
+	return ""
+}
+
+// normalize spells hex IDs and link types the way discovery does.
+func (s *Selector) normalize() {
+	for i, v := range s.Vendors {
+		s.Vendors[i] = normalizeHexID(v)
+	}
+	for i, v := range s.DeviceIDs {
+		s.DeviceIDs[i] = normalizeHexID(v)
+	}
+	for i, v := range s.LinkTypes {
+		switch strings.ToLower(v) {
+		case strings.ToLower(discovery.LinkLayerInfiniBand):
+			s.LinkTypes[i] = discovery.LinkLayerInfiniBand
+		case strings.ToLower(discovery.LinkLayerEthernet):
+			s.LinkTypes[i] = discovery.LinkLayerEthernet
+		}
+	}
+}
+
+func normalizeHexID(v string) string {
+	v = strings.ToLower(v)
+	return strings.TrimPrefix(v, "0x")
+}
