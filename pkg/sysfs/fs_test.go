@@ -1,0 +1,165 @@
+package sysfs
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/fstest"
+)
+
+// linkFile is a MapFS entry for a symbolic link to target.
+func linkFile(target string) *fstest.MapFile {
+	return &fstest.MapFile{Data: []byte(target), Mode: fs.ModeSymlink | 0o777}
+}
+
+func textFile(s string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(s + "\n"), Mode: 0o444} }
+
+// testTree is a small sysfs tree with the link shapes the kernel uses, plus hostile ones.
+func testTree() fstest.MapFS {
+	return fstest.MapFS{
+		"devices/pci0000:00/0000:00:01.0/0000:03:00.0/vendor":                          textFile("0x15b3"),
+		"devices/pci0000:00/0000:00:01.0/0000:03:00.0/driver":                          linkFile("../../../../bus/pci/drivers/mlx5_core"),
+		"devices/pci0000:00/0000:00:01.0/0000:03:00.0/infiniband/mlx5_0/fw_ver":        textFile("28.44.2524"),
+		"devices/pci0000:00/0000:00:01.0/0000:03:00.0/infiniband/mlx5_0/device":        linkFile("../../../0000:03:00.0"),
+		"devices/pci0000:00/0000:00:01.0/0000:03:00.0/infiniband/mlx5_0/ports/1/state": textFile("4: ACTIVE"),
+		"class/infiniband/mlx5_0":   linkFile("../../devices/pci0000:00/0000:00:01.0/0000:03:00.0/infiniband/mlx5_0"),
+		"class/infiniband/escape":   linkFile("../../../etc"),
+		"class/infiniband/absolute": linkFile("/etc"),
+		"class/infiniband/loop":     linkFile("loop"),
+		"class/infiniband/ping":     linkFile("pong"),
+		"class/infiniband/pong":     linkFile("ping"),
+		"class/infiniband/dangling": linkFile("../../devices/nowhere"),
+	}
+}
+
+func TestResolve(t *testing.T) {
+	f := NewFS(testTree())
+	tests := []struct {
+		name    string
+		want    string
+		wantErr error
+	}{
+		{name: "class/infiniband/mlx5_0", want: "devices/pci0000:00/0000:00:01.0/0000:03:00.0/infiniband/mlx5_0"},
+		{name: "class/infiniband/mlx5_0/device", want: "devices/pci0000:00/0000:00:01.0/0000:03:00.0"},
+		{name: "class/infiniband/mlx5_0/device/vendor", want: "devices/pci0000:00/0000:00:01.0/0000:03:00.0/vendor"},
+		{name: "class/infiniband/mlx5_0/ports/1/state", want: "devices/pci0000:00/0000:00:01.0/0000:03:00.0/infiniband/mlx5_0/ports/1/state"},
+		{name: ".", want: "."},
+		{name: "class/infiniband/escape", wantErr: ErrOutsideRoot},
+		{name: "class/infiniband/escape/passwd", wantErr: ErrOutsideRoot},
+		{name: "class/infiniband/absolute", wantErr: ErrOutsideRoot},
+		{name: "class/infiniband/loop", wantErr: ErrTooManyLinks},
+		{name: "class/infiniband/ping/x", wantErr: ErrTooManyLinks},
+		{name: "class/infiniband/dangling", wantErr: fs.ErrNotExist},
+		{name: "class/infiniband/missing", wantErr: fs.ErrNotExist},
+		{name: "../etc", wantErr: fs.ErrInvalid},
+		{name: "/etc", wantErr: fs.ErrInvalid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := f.Resolve(tt.name)
+			if tt.wantErr != nil {
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("Resolve(%q) = %q, %v; want error %v", tt.name, got, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("Resolve(%q) = %q, %v; want %q", tt.name, got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestReadHelpers(t *testing.T) {
+	f := NewFS(testTree())
+	if got, err := f.ReadString("class/infiniband/mlx5_0/fw_ver"); err != nil || got != "28.44.2524" {
+		t.Errorf("ReadString(fw_ver) = %q, %v", got, err)
+	}
+	if got, err := Read(f, "class/infiniband/mlx5_0/ports/1/state", ParsePortState); err != nil || got != "ACTIVE" {
+		t.Errorf("Read(state) = %q, %v", got, err)
+	}
+	_, err := Read(f, "class/infiniband/mlx5_0/fw_ver", ParsePortState)
+	if !errors.Is(err, ErrSyntax) || !strings.Contains(err.Error(), "class/infiniband/mlx5_0/fw_ver") || !strings.Contains(err.Error(), "28.44.2524") {
+		t.Errorf("Read(fw_ver as state) error = %v, want it to name the file and the content", err)
+	}
+	names, err := f.ReadDirNames("class/infiniband")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(names, ","), "absolute,dangling,escape,loop,mlx5_0,ping,pong"; got != want {
+		t.Errorf("ReadDirNames = %s, want %s", got, want)
+	}
+	if got, err := f.LinkBase("class/infiniband/mlx5_0/device/driver"); err != nil || got != "mlx5_core" {
+		t.Errorf("LinkBase(driver) = %q, %v", got, err)
+	}
+	if _, err := f.LinkBase("class/infiniband/mlx5_0/fw_ver"); err == nil {
+		t.Error("LinkBase of a regular file succeeded")
+	}
+	for name, want := range map[string]bool{
+		"class/infiniband/mlx5_0/device":   true,
+		"class/infiniband/mlx5_0/physfn":   false,
+		"class/infiniband/escape":          false,
+		"class/infiniband/dangling":        false,
+		"class/infiniband/mlx5_0/../x/../": false,
+	} {
+		if got := f.Exists(name); got != want {
+			t.Errorf("Exists(%q) = %v, want %v", name, got, want)
+		}
+	}
+	if !f.Lexists("class/infiniband/dangling") || f.Lexists("class/infiniband/none") {
+		t.Error("Lexists does not tell a dangling link from a missing entry")
+	}
+}
+
+// TestOpenDisk runs the resolver over a real directory, where the OS would follow an
+// escaping link if this package did not refuse it.
+func TestOpenDisk(t *testing.T) {
+	outside := t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "secret"), []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	mustSymlink(t, outside, filepath.Join(root, "abs"))
+	mustSymlink(t, "../../"+filepath.Base(outside), filepath.Join(root, "rel"))
+	if err := os.MkdirAll(filepath.Join(root, "devices/virtual/infiniband/rxe0"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "devices/virtual/infiniband/rxe0/parent"), []byte("eth0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "class/infiniband"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mustSymlink(t, "../../devices/virtual/infiniband/rxe0", filepath.Join(root, "class/infiniband/rxe0"))
+
+	f, err := Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if got, err := f.ReadString("class/infiniband/rxe0/parent"); err != nil || got != "eth0" {
+		t.Errorf("ReadString(parent) = %q, %v", got, err)
+	}
+	for _, name := range []string{"abs/secret", "rel/secret"} {
+		if _, err := f.ReadString(name); !errors.Is(err, ErrOutsideRoot) {
+			t.Errorf("ReadString(%q) error = %v, want ErrOutsideRoot", name, err)
+		}
+	}
+
+	if _, err := Open(filepath.Join(root, "missing")); err == nil {
+		t.Error("Open of a missing root succeeded")
+	}
+	if _, err := Open(filepath.Join(root, "devices/virtual/infiniband/rxe0/parent")); err == nil {
+		t.Error("Open of a regular file succeeded")
+	}
+}
+
+func mustSymlink(t *testing.T, target, name string) {
+	t.Helper()
+	if err := os.Symlink(target, name); err != nil {
+		t.Fatal(err)
+	}
+}
