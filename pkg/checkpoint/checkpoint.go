@@ -84,6 +84,9 @@ type Device struct {
 	PortKey string `json:"portKey"`
 	// Exclusive is true when the device stands for the whole port.
 	Exclusive bool `json:"exclusive"`
+	// AdminAccess is true for an admin-access allocation, which monitors a device without
+	// using it up and therefore conflicts with nobody.
+	AdminAccess bool `json:"adminAccess,omitempty"`
 	// IBDev and Port are the RDMA device and port, for humans and for status.
 	IBDev string `json:"ibdev"`
 	Port  int    `json:"port"`
