@@ -1,0 +1,95 @@
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Default fills every field that is still nil with its default, and the apiVersion and
+// kind when they are empty. Fields that are set stay as they are, valid or not.
+func (c *RdmaConfig) Default() {
+	if c.APIVersion == "" {
+		c.APIVersion = SchemeGroupVersion.String()
+	}
+	if c.Kind == "" {
+		c.Kind = RdmaConfigKind
+	}
+	if c.CharDevices == nil {
+		v := CharDevicesDiagnostics
+		c.CharDevices = &v
+	}
+	if c.NCCLEnv == nil {
+		v := true
+		c.NCCLEnv = &v
+	}
+	if c.GIDIndex == nil {
+		v := GIDIndexAuto
+		c.GIDIndex = &v
+	}
+	if c.Memlock == nil {
+		v := MemlockUnset
+		c.Memlock = &v
+	}
+}
+
+// Validate checks the values of the fields that are set; nil fields are valid (they take
+// the class's value or the default). fldPath is where the config sits in its object,
+// e.g. spec.devices.config[0].opaque.parameters; it may be nil.
+func (c *RdmaConfig) Validate(fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if c.CharDevices != nil && !isCharDeviceSet(*c.CharDevices) {
+		errs = append(errs, field.NotSupported(fldPath.Child("charDevices"), string(*c.CharDevices), charDeviceSets))
+	}
+	if p := c.GIDIndex; p != nil && *p != GIDIndexAuto && *p != GIDIndexNone {
+		if _, ok := p.Index(); !ok {
+			errs = append(errs, field.Invalid(fldPath.Child("gidIndex"), string(*p),
+				"must be auto, none or a number from 0 to 255"))
+		}
+	}
+	if p := c.Memlock; p != nil && *p != MemlockUnset && *p != MemlockUnlimited {
+		if _, ok := p.Bytes(); !ok {
+			errs = append(errs, field.Invalid(fldPath.Child("memlock"), string(*p),
+				"must be unset, unlimited or a positive whole number of bytes such as 64Gi"))
+		}
+	}
+	return errs
+}
+
+func isCharDeviceSet(s CharDeviceSet) bool {
+	for _, v := range charDeviceSets {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Merge combines the configs that apply to one request, field by field: a field set in
+// a later config overrides the same field of an earlier one, so callers pass the class's
+// configs first and the claim's after them. Nil configs are skipped. The result is a new,
+// defaulted config that shares no memory with its inputs.
+func Merge(configs ...*RdmaConfig) *RdmaConfig {
+	out := &RdmaConfig{}
+	for _, c := range configs {
+		if c == nil {
+			continue
+		}
+		if c.CharDevices != nil {
+			v := *c.CharDevices
+			out.CharDevices = &v
+		}
+		if c.NCCLEnv != nil {
+			v := *c.NCCLEnv
+			out.NCCLEnv = &v
+		}
+		if c.GIDIndex != nil {
+			v := *c.GIDIndex
+			out.GIDIndex = &v
+		}
+		if c.Memlock != nil {
+			v := *c.Memlock
+			out.Memlock = &v
+		}
+	}
+	out.Default()
+	return out
+}
