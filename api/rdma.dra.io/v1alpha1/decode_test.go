@@ -120,7 +120,7 @@ func TestGoodConfigs(t *testing.T) {
 	}{
 		{name: "header only", raw: `{` + header + `}`, want: tm(RdmaConfig{})},
 		{name: "all fields json", raw: `{` + header + `,"charDevices":"management","ncclEnv":false,"gidIndex":3,"memlock":68719476736}`,
-			want: tm(RdmaConfig{CharDevices: ptr.To(CharDevicesManagement), NCCLEnv: ptr.To(false), GIDIndex: gid("3"), Memlock: mem("68719476736")}),
+			want:  tm(RdmaConfig{CharDevices: ptr.To(CharDevicesManagement), NCCLEnv: ptr.To(false), GIDIndex: gid("3"), Memlock: mem("68719476736")}),
 			index: 3, hasIndex: true, bytes: 64 << 30, hasBytes: true},
 		{name: "gidIndex as string", raw: `{` + header + `,"gidIndex":"255"}`,
 			want: tm(RdmaConfig{GIDIndex: gid("255")}), index: 255, hasIndex: true},
