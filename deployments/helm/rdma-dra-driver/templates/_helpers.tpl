@@ -1,0 +1,78 @@
+{{/*
+Names and labels shared by every template. A name is cut to 63 characters so that it stays a
+valid label value; the kubelet plugin's objects carry the component label "kubelet-plugin".
+*/}}
+
+{{- define "rdma-dra-driver.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "rdma-dra-driver.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "rdma-dra-driver.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels every object carries. */}}
+{{- define "rdma-dra-driver.labels" -}}
+helm.sh/chart: {{ include "rdma-dra-driver.chart" . }}
+{{ include "rdma-dra-driver.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: rdma-dra-driver
+{{- end }}
+
+{{/* Labels that select the release's pods; they never change after install. */}}
+{{- define "rdma-dra-driver.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "rdma-dra-driver.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "rdma-dra-driver.kubeletPlugin.selectorLabels" -}}
+{{ include "rdma-dra-driver.selectorLabels" . }}
+app.kubernetes.io/component: kubelet-plugin
+{{- end }}
+
+{{- define "rdma-dra-driver.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (printf "%s-kubelet-plugin" (include "rdma-dra-driver.fullname" .)) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* The image reference; the tag defaults to the chart's appVersion. */}}
+{{- define "rdma-dra-driver.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/* Directories on the host; every one is mounted at the same path in the container so that
+the paths the plugin writes into CDI specs and sockets are valid on the host too. */}}
+{{- define "rdma-dra-driver.pluginDir" -}}
+{{- printf "%s/plugins/%s" (trimSuffix "/" .Values.kubeletDir) .Values.driverName }}
+{{- end }}
+
+{{- define "rdma-dra-driver.sysfsRoot" -}}
+{{- if .Values.mock.enabled }}{{ .Values.mock.sysfsRoot }}{{ else }}/sys{{ end }}
+{{- end }}
+
+{{- define "rdma-dra-driver.devRoot" -}}
+{{- if .Values.mock.enabled }}{{ .Values.mock.devRoot }}{{ else }}/dev{{ end }}
+{{- end }}
+
+{{/* The CEL selector of a DeviceClass: this driver's devices of one mode. The attribute
+names are checked against pkg/devicemodel by deployments/deployments_test.go. */}}
+{{- define "rdma-dra-driver.modeSelector" -}}
+device.driver == {{ .driverName | quote }} && device.attributes[{{ .driverName | quote }}].mode == {{ .mode | quote }}
+{{- end }}

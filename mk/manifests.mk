@@ -1,0 +1,34 @@
+# The Helm chart and the static manifests rendered from it (deployments/).
+
+HELM_VERSION ?= v3.22.0
+HELM ?= $(BIN_DIR)/helm
+# The Kubernetes version helm renders and lints for (a go-installed helm defaults to 1.20).
+HELM_KUBE_VERSION ?= 1.37.0
+CHART_DIR := deployments/helm/rdma-dra-driver
+STATIC_DIR := deployments/static
+# Build our pinned helm only when HELM is not pointed at another one.
+HELM_DEP := $(filter $(BIN_DIR)/helm,$(HELM))
+
+# Helm is built from the Go module proxy, the one download source every machine here has.
+$(BIN_DIR)/helm:
+	@mkdir -p $(BIN_DIR)
+	GOBIN=$(abspath $(BIN_DIR)) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+.PHONY: manifests
+manifests: $(HELM_DEP) ## render the chart into deployments/static
+	KUBE_VERSION=$(HELM_KUBE_VERSION) hack/render-manifests.sh $(HELM) $(STATIC_DIR)
+
+.PHONY: manifests-check
+manifests-check: $(HELM_DEP) ## helm lint the chart and fail if deployments/static is stale
+	$(HELM) lint --strict --kube-version $(HELM_KUBE_VERSION) $(CHART_DIR)
+	$(HELM) lint --strict --kube-version $(HELM_KUBE_VERSION) $(CHART_DIR) --set mock.enabled=true --set nodeConfig.example=true \
+		--set metrics.serviceMonitor.enabled=true --set rbac.claimDeviceStatus=true
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	  KUBE_VERSION=$(HELM_KUBE_VERSION) hack/render-manifests.sh $(HELM) "$$tmp" && \
+	  if ! diff -ru $(STATIC_DIR) "$$tmp"; then \
+	    echo "deployments/static is stale: run make manifests and commit the result" >&2; exit 1; \
+	  fi
+
+.PHONY: image-layout
+image-layout: ## print the image's final-stage file layout (from the Containerfile)
+	@sed -n '/^# Final-stage layout/,/^# User /p' Containerfile | sed -e 's/^# \{0,1\}//'
