@@ -1,0 +1,180 @@
+package discovery
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
+
+	"github.com/rdma-dra/rdma-dra-driver/pkg/sysfs"
+)
+
+// Options configure a Discoverer.
+type Options struct {
+	// SysfsRoot is the directory sysfs is read from; empty means sysfs.DefaultRoot.
+	SysfsRoot string
+	// FS, when set, is read instead of SysfsRoot, e.g. an in-memory tree in a test.
+	FS fs.ReadLinkFS
+	// UseNetlink asks the kernel's RDMA netlink family for the netns mode before reading
+	// the module parameter file. Only right on a live host: a mock tree's mode is in its
+	// file, and netlink would describe the machine the test runs on.
+	UseNetlink bool
+}
+
+// Discoverer scans a sysfs tree for RDMA ports. It remembers which problems it has logged,
+// so that rescanning a node with the same broken file does not repeat the warning; use one
+// Discoverer per node for the life of the process. It is safe for concurrent use.
+type Discoverer struct {
+	opts Options
+	// netnsFromNetlink is the netlink query; a seam for tests.
+	netnsFromNetlink func() (string, error)
+
+	mu       sync.Mutex
+	reported map[string]struct{}
+}
+
+// New returns a Discoverer for opts.
+func New(opts Options) *Discoverer {
+	if opts.SysfsRoot == "" {
+		opts.SysfsRoot = sysfs.DefaultRoot
+	}
+	return &Discoverer{opts: opts, netnsFromNetlink: netlinkNetnsMode, reported: map[string]struct{}{}}
+}
+
+// Discover scans the tree once and returns every port of every RDMA device, sorted by
+// (IBDev, Port). Only an unusable root is an error: a node without RDMA devices yields an
+// empty inventory, and a missing or garbled file leaves that one fact unknown.
+func (d *Discoverer) Discover(ctx context.Context) (*Inventory, error) {
+	f, err := d.open()
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+
+	s := &scan{d: d, fs: f, logger: klog.FromContext(ctx)}
+	inv := &Inventory{NetnsMode: s.netnsMode(), Ports: []Port{}}
+	ibdevs, err := f.ReadDirNames("class/infiniband")
+	if errors.Is(err, fs.ErrNotExist) {
+		return inv, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list RDMA devices: %w", err)
+	}
+	chars := s.charDevs()
+	for _, ibdev := range ibdevs {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("discover RDMA ports: %w", err)
+		}
+		inv.Ports = append(inv.Ports, s.device(ibdev, chars)...)
+	}
+	slices.SortFunc(inv.Ports, func(a, b Port) int {
+		return cmp.Or(cmp.Compare(a.IBDev, b.IBDev), cmp.Compare(a.Port, b.Port))
+	})
+	return inv, nil
+}
+
+// open returns a fresh view of the tree: an FS caches resolved paths, so each scan needs
+// its own to see devices that came or went.
+func (d *Discoverer) open() (*sysfs.FS, error) {
+	if d.opts.FS != nil {
+		return sysfs.NewFS(d.opts.FS), nil
+	}
+	f, err := sysfs.Open(d.opts.SysfsRoot)
+	if err != nil {
+		return nil, fmt.Errorf("discover RDMA ports: %w", err)
+	}
+	return f, nil
+}
+
+// firstReport reports whether the problem key has not been logged by this Discoverer yet,
+// and records it.
+func (d *Discoverer) firstReport(key string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.reported[key]; ok {
+		return false
+	}
+	d.reported[key] = struct{}{}
+	return true
+}
+
+// scan is the state of one Discover call.
+type scan struct {
+	d      *Discoverer
+	fs     *sysfs.FS
+	logger logr.Logger
+}
+
+// unknown logs, once per Discoverer, that a fact could not be read.
+func (s *scan) unknown(fact string, err error) {
+	if s.d.firstReport(fact + "\x00" + err.Error()) {
+		s.logger.Info("Leaving fact unknown", "fact", fact, "err", err)
+	}
+}
+
+// read reads and parses one file; on failure it logs and returns ok false.
+func read[T any](s *scan, fact, name string, parse func(string) (T, error)) (T, bool) {
+	v, err := sysfs.Read(s.fs, name, parse)
+	if err != nil {
+		s.unknown(fact, err)
+		return v, false
+	}
+	return v, true
+}
+
+// readOptional is read for files that are legitimately absent on some nodes (board_id,
+// a GID entry's ndev): absence is silent, garbage is still logged.
+func readOptional[T any](s *scan, fact, name string, parse func(string) (T, error)) (T, bool) {
+	v, err := sysfs.Read(s.fs, name, parse)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			s.unknown(fact, err)
+		}
+		return v, false
+	}
+	return v, true
+}
+
+// text returns a free-text file as it is.
+func text(s string) (string, error) { return s, nil }
+
+// numberedNames returns the entries of dir whose names are prefix followed by a decimal
+// number, sorted by that number (uverbs2 before uverbs10).
+func numberedNames(names []string, prefix string) []numbered {
+	var out []numbered
+	for _, n := range names {
+		if len(n) <= len(prefix) || n[:len(prefix)] != prefix {
+			continue
+		}
+		v, err := sysfs.ParseDecimal(n[len(prefix):])
+		if err != nil {
+			continue
+		}
+		out = append(out, numbered{name: n, num: v})
+	}
+	slices.SortFunc(out, func(a, b numbered) int { return cmp.Compare(a.num, b.num) })
+	return out
+}
+
+type numbered struct {
+	name string
+	num  int
+}
+
+// portNumbers returns the ports of a device from the names below ports/, in order.
+func portNumbers(names []string) []int {
+	var out []int
+	for _, nb := range numberedNames(names, "") {
+		if nb.num > 0 && strconv.Itoa(nb.num) == nb.name {
+			out = append(out, nb.num)
+		}
+	}
+	return out
+}

@@ -1,0 +1,168 @@
+package discovery
+
+import (
+	"errors"
+	"io/fs"
+	"strconv"
+
+	"github.com/rdma-dra/rdma-dra-driver/pkg/sysfs"
+)
+
+// port fills the facts of port p.Port of the device below dir. parent is the netdev of a
+// virtual device, empty otherwise.
+func (s *scan) port(p *Port, dir, parent string) {
+	pdir := dir + "/ports/" + strconv.Itoa(p.Port)
+	p.State, _ = read(s, pdir+" state", pdir+"/state", sysfs.ParsePortState)
+	p.PhysState, _ = read(s, pdir+" physical state", pdir+"/phys_state", sysfs.ParsePhysState)
+	if rate, ok := read(s, pdir+" rate", pdir+"/rate", text); ok {
+		p.Rate = rate
+		if gbps, err := sysfs.ParseRate(rate); err == nil {
+			p.SpeedGbps = &gbps
+		} else {
+			s.unknown(pdir+" speed", err)
+		}
+	}
+	ll, ok := read(s, pdir+" link layer", pdir+"/link_layer", sysfs.ParseLinkLayer)
+	if !ok {
+		ll = LinkLayerUnknown
+	}
+	p.LinkLayer = ll
+
+	switch {
+	case p.Virtual:
+		p.Netdev = parent
+		if ll == LinkLayerEthernet {
+			_, p.GIDIndex = s.gidTable(pdir)
+		}
+	case ll == LinkLayerEthernet:
+		ndev, idx := s.gidTable(pdir)
+		p.GIDIndex = idx
+		if ndev == "" {
+			// No valid GID entry names a netdev (an interface that is down has none):
+			// fall back to the function's interface for this port, as ibdev2netdev does.
+			ndev = s.functionNetdev(dir, p.Port)
+		}
+		p.Netdev = s.bondMaster(ndev)
+		if p.Netdev != "" && p.Netdev != ndev || s.isBond(p.Netdev) {
+			p.LAG = true
+		}
+	case ll == LinkLayerInfiniBand:
+		p.Netdev = s.functionNetdev(dir, p.Port)
+	}
+	if p.Netdev != "" {
+		if mtu, ok := read(s, "class/net/"+p.Netdev+" MTU", "class/net/"+p.Netdev+"/mtu", sysfs.ParseDecimal); ok {
+			p.MTU = &mtu
+		}
+	}
+}
+
+// gidEntry is one valid entry of a GID table.
+type gidEntry struct {
+	index int
+	gid   sysfs.GID
+	typ   sysfs.GIDType
+	ndev  string
+}
+
+// gidTable applies the layout's rules to the valid entries of a RoCE port's GID table: the
+// port's netdev is the netdev of its lowest valid entry, and its GID index the lowest
+// RoCE v2 entry with an IPv4-mapped GID, else the lowest RoCE v2 entry with a global IPv6
+// GID, else none. The table may be sparse.
+func (s *scan) gidTable(pdir string) (ndev string, index *int) {
+	// A valid entry has a readable type. On a real node every index has a types file
+	// whose read fails when unused; fixtures leave those files out. Listing types rather
+	// than gids visits only the valid entries of a fixture and no more than gids on a host.
+	names, err := s.fs.ReadDirNames(pdir + "/gid_attrs/types")
+	if err != nil {
+		s.unknown(pdir+" GID types", err)
+		return "", nil
+	}
+	var entries []gidEntry
+	for _, nb := range numberedNames(names, "") {
+		i := strconv.Itoa(nb.num)
+		typ, err := sysfs.Read(s.fs, pdir+"/gid_attrs/types/"+i, sysfs.ParseGIDType)
+		if err != nil {
+			if errors.Is(err, sysfs.ErrSyntax) {
+				s.unknown(pdir+" GID type "+i, err)
+			}
+			continue // unused entry
+		}
+		gid, ok := read(s, pdir+" GID "+i, pdir+"/gids/"+i, sysfs.ParseGID)
+		if !ok || gid.IsZero() {
+			continue
+		}
+		nd, _ := readOptional(s, pdir+" GID netdev "+i, pdir+"/gid_attrs/ndevs/"+i, sysfs.ParseIfName)
+		entries = append(entries, gidEntry{index: nb.num, gid: gid, typ: typ, ndev: nd})
+	}
+	return gidNetdev(entries), gidIndex(entries)
+}
+
+// gidNetdev is the netdev of the lowest valid entry that names one. entries are sorted.
+func gidNetdev(entries []gidEntry) string {
+	for _, e := range entries {
+		if e.ndev != "" {
+			return e.ndev
+		}
+	}
+	return ""
+}
+
+// gidIndex is the GID index rule over sorted valid entries. Link-local and all-zero
+// entries never count.
+func gidIndex(entries []gidEntry) *int {
+	for _, want := range []func(sysfs.GID) bool{sysfs.GID.IsIPv4Mapped, sysfs.GID.IsGlobalIPv6} {
+		for _, e := range entries {
+			if e.typ == sysfs.GIDTypeRoCEv2 && !e.gid.IsZero() && !e.gid.IsLinkLocal() && want(e.gid) {
+				idx := e.index
+				return &idx
+			}
+		}
+	}
+	return nil
+}
+
+// functionNetdev returns the interface of the device's PCI function whose dev_port is
+// port-1 (the IPoIB interface of an InfiniBand port), or "" if there is none. Interfaces
+// are tried in name order, so a P_Key child (ib0.8001) never wins over its parent.
+func (s *scan) functionNetdev(dir string, port int) string {
+	netDir := dir + "/device/net"
+	names, err := s.fs.ReadDirNames(netDir)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			s.unknown(netDir, err)
+		}
+		return ""
+	}
+	for _, name := range names {
+		if _, err := sysfs.ParseIfName(name); err != nil {
+			continue
+		}
+		dp, ok := read(s, netDir+"/"+name+" dev_port", netDir+"/"+name+"/dev_port", sysfs.ParseDecimal)
+		if ok && dp == port-1 {
+			return name
+		}
+	}
+	return ""
+}
+
+// bondMaster returns the bond ndev is enslaved to, or ndev itself. The kernel moves the
+// GIDs of a bond's slaves to the bond, so the bond is the port's netdev; a bridge master
+// does not take the GIDs and is not followed.
+func (s *scan) bondMaster(ndev string) string {
+	if ndev == "" {
+		return ""
+	}
+	master, err := s.fs.LinkBase("class/net/" + ndev + "/master")
+	if err != nil {
+		return ndev
+	}
+	if _, err := sysfs.ParseIfName(master); err != nil || !s.isBond(master) {
+		return ndev
+	}
+	return master
+}
+
+// isBond reports whether ndev is a bonding master.
+func (s *scan) isBond(ndev string) bool {
+	return ndev != "" && s.fs.Exists("class/net/"+ndev+"/bonding")
+}
