@@ -1,0 +1,191 @@
+package devicemodel
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
+
+	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
+)
+
+// ibPort is a fully known, ACTIVE InfiniBand port of a ConnectX-7.
+func ibPort(ibdev string, port int) discovery.Port {
+	return discovery.Port{
+		IBDev: ibdev, Port: port,
+		LinkLayer: discovery.LinkLayerInfiniBand, State: "ACTIVE", PhysState: "LinkUp",
+		SpeedGbps: ptr.To(400), Rate: "400 Gb/sec (4X NDR)",
+		Netdev: "ibp3s0", MTU: ptr.To(4096),
+		NodeGUID: "7c8c:0903:00c3:cfee", FWVer: "28.44.2524", BoardID: "MT_0000000838", HCAType: "MT4129",
+		Model: "ConnectX-7", VendorID: "15b3", DeviceID: "1021", Driver: "mlx5_core",
+		PCIBusID: "0000:03:00.0", PCIeRoot: "pci0000:00", NUMANode: ptr.To(0),
+	}
+}
+
+// rocePort is an ACTIVE RoCE port with GID index 3 behind bond0.
+func rocePort(ibdev string, port int) discovery.Port {
+	p := ibPort(ibdev, port)
+	p.LinkLayer = discovery.LinkLayerEthernet
+	p.Netdev, p.MTU, p.GIDIndex, p.LAG = "bond0", ptr.To(9000), ptr.To(3), true
+	p.DeviceID, p.Model, p.SpeedGbps = "101d", "ConnectX-6 Dx", ptr.To(200)
+	p.PCIBusID, p.PCIeRoot, p.NUMANode = "0000:1a:00.0", "pci0000:17", ptr.To(1)
+	return p
+}
+
+// manyPorts is n IB ports on n/2 dual-port devices.
+func manyPorts(n int) []discovery.Port {
+	ports := make([]discovery.Port, 0, n)
+	for i := range n {
+		p := ibPort(fmt.Sprintf("mlx5_%02d", i/2), i%2+1)
+		p.PCIBusID = fmt.Sprintf("0000:%02x:00.%d", i/2+1, i%2)
+		ports = append(ports, p)
+	}
+	return ports
+}
+
+func inventory(ports ...discovery.Port) *discovery.Inventory {
+	return &discovery.Inventory{NetnsMode: discovery.NetnsModeShared, Ports: ports}
+}
+
+// checkInvariants asserts what must hold for every result, whatever the input: what
+// the API server validates per slice, what the allocator checks across a pool, and
+// what the plugin relies on (every published device is in Result.Devices).
+func checkInvariants(t *testing.T, res *Result) {
+	t.Helper()
+	if len(res.Resources.Pools) != 1 {
+		t.Fatalf("want exactly one pool, got %d", len(res.Resources.Pools))
+	}
+	pool, ok := res.Resources.Pools[res.PoolName]
+	if !ok {
+		t.Fatalf("pool %q missing", res.PoolName)
+	}
+	if len(pool.Slices) == 0 {
+		t.Fatal("a pool needs at least one slice")
+	}
+	counterSets := map[string]resourceapi.CounterSet{}
+	devices := map[string]bool{}
+	for i, s := range pool.Slices {
+		if len(s.Devices) > 0 && len(s.SharedCounters) > 0 {
+			t.Errorf("slice %d has both devices and counters", i)
+		}
+		if len(s.SharedCounters) > resourceapi.ResourceSliceMaxCounterSets {
+			t.Errorf("slice %d has %d counter sets", i, len(s.SharedCounters))
+		}
+		for _, cs := range s.SharedCounters {
+			if _, dup := counterSets[cs.Name]; dup {
+				t.Errorf("counter set %q twice in the pool", cs.Name)
+			}
+			counterSets[cs.Name] = cs
+		}
+		limit := resourceapi.ResourceSliceMaxDevices
+		for _, d := range s.Devices {
+			if len(d.Taints) > 0 || len(d.ConsumesCounters) > 0 {
+				limit = resourceapi.ResourceSliceMaxDevicesWithAdvancedFeatures
+			}
+		}
+		if len(s.Devices) > limit {
+			t.Errorf("slice %d has %d devices, limit %d", i, len(s.Devices), limit)
+		}
+		for _, d := range s.Devices {
+			if devices[d.Name] {
+				t.Errorf("device %q twice in the pool", d.Name)
+			}
+			devices[d.Name] = true
+			if msgs := validation.IsDNS1123Label(d.Name); len(msgs) > 0 {
+				t.Errorf("device name %q: %v", d.Name, msgs)
+			}
+			if n := len(d.Attributes) + len(d.Capacity); n > resourceapi.ResourceSliceMaxAttributesAndCapacitiesPerDevice {
+				t.Errorf("device %q has %d attributes and capacities", d.Name, n)
+			}
+			for name, a := range d.Attributes {
+				if a.StringValue != nil && len(*a.StringValue) > resourceapi.DeviceAttributeMaxValueLength {
+					t.Errorf("device %q attribute %s is %d bytes", d.Name, name, len(*a.StringValue))
+				}
+				if a.StringValue != nil && *a.StringValue == "" {
+					t.Errorf("device %q attribute %s is empty: unknown facts must be omitted", d.Name, name)
+				}
+			}
+			meta, ok := res.Devices[d.Name]
+			if !ok {
+				t.Errorf("published device %q is not in Result.Devices", d.Name)
+			}
+			if got := *d.Attributes[qualify("mode")].StringValue; got != string(meta.Mode) {
+				t.Errorf("device %q: mode attribute %q, Result.Devices says %q", d.Name, got, meta.Mode)
+			}
+			for _, c := range d.ConsumesCounters {
+				cs, ok := counterSets[c.CounterSet]
+				if !ok {
+					// Counter slices come first, so the set must be known by now.
+					t.Errorf("device %q consumes unknown counter set %q", d.Name, c.CounterSet)
+				}
+				for name := range c.Counters {
+					if _, ok := cs.Counters[name]; !ok {
+						t.Errorf("device %q consumes unknown counter %q", d.Name, name)
+					}
+				}
+			}
+		}
+	}
+	for name, meta := range res.Devices {
+		if !devices[name] {
+			t.Errorf("Result.Devices has %q, which is not published", name)
+		}
+		if meta.Name != name || meta.PortKey != DeviceName(meta.Port.IBDev, meta.Port.Port) {
+			t.Errorf("Result.Devices[%q] = %+v is inconsistent", name, meta)
+		}
+	}
+	for i, is := range res.Issues {
+		if is.Reason == "" || strings.TrimSpace(is.IBDev) == "" {
+			t.Errorf("issue %d is incomplete: %+v", i, is)
+		}
+	}
+}
+
+// deviceNames lists the devices of all slices in publication order.
+func deviceNames(res *Result) []string {
+	var names []string
+	for _, s := range res.Resources.Pools[res.PoolName].Slices {
+		for _, d := range s.Devices {
+			names = append(names, d.Name)
+		}
+	}
+	return names
+}
+
+// device finds a published device by name.
+func device(t *testing.T, res *Result, name string) resourceapi.Device {
+	t.Helper()
+	for _, s := range res.Resources.Pools[res.PoolName].Slices {
+		for _, d := range s.Devices {
+			if d.Name == name {
+				return d
+			}
+		}
+	}
+	t.Fatalf("device %q not published; have %v", name, deviceNames(res))
+	return resourceapi.Device{}
+}
+
+// layout describes the slices of a result: "c8" is a counter slice with 8 sets,
+// "d64" a device slice with 64 devices.
+func layout(res *Result) []string {
+	var out []string
+	for _, s := range res.Resources.Pools[res.PoolName].Slices {
+		if len(s.SharedCounters) > 0 {
+			out = append(out, fmt.Sprintf("c%d", len(s.SharedCounters)))
+		} else {
+			out = append(out, fmt.Sprintf("d%d", len(s.Devices)))
+		}
+	}
+	return out
+}
+
+// testLogger logs through t.
+func testLogger(t *testing.T) klog.Logger {
+	return ktesting.NewLogger(t, ktesting.NewConfig())
+}

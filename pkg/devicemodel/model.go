@@ -1,0 +1,342 @@
+package devicemodel
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	resourceapi "k8s.io/api/resource/v1"
+	apiresource "k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
+)
+
+// DefaultDriverName is the driver's name; it is also the attribute domain.
+const DefaultDriverName = "rdma.dra.io"
+
+// PoolSuffix makes the default pool name of a node, NodeName + PoolSuffix. A pool name
+// of its own keeps this driver's counters apart from another driver's pool of the same
+// node (the 1.36 allocator keys counters by pool name).
+const PoolSuffix = "-rdma"
+
+// Mode says how a device hands out its port.
+type Mode string
+
+// The device modes, also the values of the rdma.dra.io/mode attribute.
+const (
+	ModeExclusive Mode = "exclusive"
+	ModeShared    Mode = "shared"
+)
+
+// Counter is the one counter of a port's counter set: both devices of the port consume
+// all of it, so at most one of them is allocated at a time.
+const Counter = "hca"
+
+// NotActiveTaintKey is the taint of both devices of a port that is not ACTIVE; its
+// value is the port state (DOWN, INIT, ...) or Unknown.
+const NotActiveTaintKey = AttributeDomain + "/port-not-active"
+
+// Options configure Build.
+type Options struct {
+	// DriverName is the driver's name; default DefaultDriverName.
+	DriverName string
+	// NodeName is the node the devices are on. Required.
+	NodeName string
+	// PoolName is the pool of the node's devices; default NodeName + PoolSuffix.
+	PoolName string
+	// Legacy selects the legacy model: no counters, no multi-allocation.
+	Legacy bool
+	// Config is the node configuration; its zero value means nodeconfig.Default().
+	Config nodeconfig.Config
+}
+
+// Result is what a node publishes.
+type Result struct {
+	// Resources holds one pool, Result.PoolName, ready for the resourceslice controller.
+	Resources resourceslice.DriverResources
+	// Devices maps every published device name to its port.
+	Devices map[string]Device
+	// DriverName, NodeName and PoolName are the defaulted options.
+	DriverName, NodeName, PoolName string
+	// Issues lists the ports that were not published and the attributes that were
+	// omitted, sorted by port; LogIssues logs them.
+	Issues []Issue
+}
+
+// Device is what the plugin needs to know about a published device.
+type Device struct {
+	// Name is the published device name.
+	Name string
+	// Port is the port the device hands out.
+	Port discovery.Port
+	// Mode is exclusive or shared.
+	Mode Mode
+	// MaxShares is the shared capacity of a shared device, 1 for a legacy single-share
+	// device and 0 for an exclusive device.
+	MaxShares int
+	// ShareIndex is k of a legacy single-share device <name>-s<k>.
+	ShareIndex int
+	// PortKey is the name of the port's exclusive device: devices with the same
+	// PortKey hand out the same port.
+	PortKey string
+}
+
+// Issue is something Build left out.
+type Issue struct {
+	// IBDev and Port identify the port.
+	IBDev string
+	Port  int
+	// Attribute is the omitted attribute; empty when the whole port was skipped.
+	Attribute resourceapi.QualifiedName
+	// Reason says why.
+	Reason string
+}
+
+// LogIssues logs the issues: a skipped port as an error, an omitted attribute as
+// information, because the device is still usable without it.
+func (r *Result) LogIssues(logger klog.Logger) {
+	for _, is := range r.Issues {
+		if is.Attribute == "" {
+			logger.Error(nil, "Port not published", "ibdev", is.IBDev, "port", is.Port, "reason", is.Reason)
+			continue
+		}
+		logger.Info("Device attribute omitted", "ibdev", is.IBDev, "port", is.Port, "attribute", is.Attribute, "reason", is.Reason)
+	}
+}
+
+// Build computes the devices a node publishes from its inventory. Ports the
+// configuration does not select are left out silently; ports that cannot be published
+// (an unusable name, a duplicate) are left out and reported in Result.Issues. Errors are
+// reserved for invalid options. The output is deterministic: the same inventory and
+// options give the same slices.
+func Build(inv *discovery.Inventory, opts Options) (*Result, error) {
+	if inv == nil {
+		return nil, errors.New("build device model: no inventory")
+	}
+	opts, err := defaultOptions(opts)
+	if err != nil {
+		return nil, fmt.Errorf("build device model: %w", err)
+	}
+	res := &Result{
+		Devices:    make(map[string]Device),
+		DriverName: opts.DriverName,
+		NodeName:   opts.NodeName,
+		PoolName:   opts.PoolName,
+	}
+
+	ports := slices.Clone(inv.Ports)
+	// Discovery keeps ports sorted; sorting again makes the output independent of that.
+	slices.SortStableFunc(ports, func(a, b discovery.Port) int {
+		return cmp.Or(cmp.Compare(a.IBDev, b.IBDev), cmp.Compare(a.Port, b.Port))
+	})
+
+	usedNames := make(map[string]string) // device or counter set name -> ibdev:port
+	var groups []portGroup
+	for i := range ports {
+		p := &ports[i]
+		if !opts.Config.Selects(p) {
+			continue
+		}
+		g, issue := buildPort(p, inv.NetnsMode, opts, usedNames)
+		res.Issues = append(res.Issues, issue...)
+		if g == nil {
+			continue
+		}
+		for _, d := range g.devices {
+			res.Devices[d.Name] = g.meta[d.Name]
+		}
+		groups = append(groups, *g)
+	}
+
+	res.Resources = resourceslice.DriverResources{
+		Pools: map[string]resourceslice.Pool{opts.PoolName: {Slices: pack(groups)}},
+	}
+	return res, nil
+}
+
+func defaultOptions(opts Options) (Options, error) {
+	if opts.DriverName == "" {
+		opts.DriverName = DefaultDriverName
+	}
+	if opts.NodeName == "" {
+		return opts, errors.New("node name is required")
+	}
+	if opts.PoolName == "" {
+		opts.PoolName = opts.NodeName + PoolSuffix
+	}
+	var errs []error
+	if msgs := validation.IsDNS1123Subdomain(opts.DriverName); len(msgs) > 0 || len(opts.DriverName) > resourceapi.DriverNameMaxLength {
+		errs = append(errs, fmt.Errorf("driver name %q must be a DNS subdomain of at most %d characters", opts.DriverName, resourceapi.DriverNameMaxLength))
+	}
+	if msgs := validation.IsDNS1123Subdomain(opts.NodeName); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("node name %q: %s", opts.NodeName, strings.Join(msgs, "; ")))
+	}
+	if err := validatePoolName(opts.PoolName); err != nil {
+		errs = append(errs, err)
+	}
+	opts.Config.SetDefaults()
+	if fieldErrs := opts.Config.Validate(); len(fieldErrs) > 0 {
+		errs = append(errs, fmt.Errorf("node config: %w", fieldErrs.ToAggregate()))
+	}
+	return opts, errors.Join(errs...)
+}
+
+// validatePoolName applies the API's rule: at most 253 characters, DNS subdomains
+// separated by slashes.
+func validatePoolName(name string) error {
+	if len(name) > resourceapi.PoolNameMaxLength {
+		return fmt.Errorf("pool name %q is longer than %d characters", name, resourceapi.PoolNameMaxLength)
+	}
+	for part := range strings.SplitSeq(name, "/") {
+		if msgs := validation.IsDNS1123Subdomain(part); len(msgs) > 0 {
+			return fmt.Errorf("pool name %q: %s", name, strings.Join(msgs, "; "))
+		}
+	}
+	return nil
+}
+
+// portGroup is the devices of one port and, in the default model with both modes, its
+// counter set. A group is never split across slices.
+type portGroup struct {
+	devices    []resourceapi.Device
+	counterSet *resourceapi.CounterSet
+	meta       map[string]Device
+}
+
+// buildPort makes the devices of one port, or reports why it cannot.
+func buildPort(p *discovery.Port, netns discovery.NetnsMode, opts Options, usedNames map[string]string) (*portGroup, []Issue) {
+	cfg := opts.Config
+	key := DeviceName(p.IBDev, p.Port)
+	portID := fmt.Sprintf("%s port %d", p.IBDev, p.Port)
+	skip := func(format string, args ...any) (*portGroup, []Issue) {
+		return nil, []Issue{{IBDev: p.IBDev, Port: p.Port, Reason: fmt.Sprintf(format, args...)}}
+	}
+
+	// All names of the port, checked before anything is published: both devices of a
+	// port exist or neither does.
+	type plan struct {
+		name       string
+		mode       Mode
+		maxShares  int
+		shareIndex int
+	}
+	var plans []plan
+	switch {
+	case opts.Legacy && cfg.Legacy.Mode == nodeconfig.LegacyModeShared:
+		for k := range cfg.Legacy.Shares {
+			plans = append(plans, plan{name: LegacyShareName(key, k), mode: ModeShared, maxShares: 1, shareIndex: k})
+		}
+	case opts.Legacy:
+		plans = append(plans, plan{name: key, mode: ModeExclusive})
+	default:
+		if cfg.Modes != nodeconfig.ModesShared {
+			plans = append(plans, plan{name: key, mode: ModeExclusive})
+		}
+		if cfg.Modes != nodeconfig.ModesExclusive {
+			plans = append(plans, plan{name: SharedDeviceName(key), mode: ModeShared, maxShares: cfg.Shares})
+		}
+	}
+	useCounters := !opts.Legacy && cfg.Modes == nodeconfig.ModesBoth
+	names := []string{key} // the counter set, or the port key, must be unique too
+	for _, pl := range plans {
+		if pl.name != key {
+			names = append(names, pl.name)
+		}
+	}
+	for _, n := range names {
+		if err := ValidateDeviceName(n); err != nil {
+			return skip("%v", err)
+		}
+		if other, dup := usedNames[n]; dup {
+			return skip("device name %q is already used by %s", n, other)
+		}
+	}
+	for _, n := range names {
+		usedNames[n] = portID
+	}
+
+	in := attrInput{port: p, netns: netns}
+	var issues []Issue
+	attrsByMode := make(map[Mode]map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, 2)
+	for _, m := range []Mode{ModeExclusive, ModeShared} {
+		in.mode = m
+		attrs, omitted := portAttributes(in)
+		attrsByMode[m] = attrs
+		if m == ModeExclusive { // the same facts for both modes: report once
+			for _, name := range sortedKeys(omitted) {
+				issues = append(issues, Issue{IBDev: p.IBDev, Port: p.Port, Attribute: name, Reason: omitted[name]})
+			}
+		}
+	}
+	taints := portTaints(p)
+
+	g := &portGroup{meta: make(map[string]Device, len(plans))}
+	if useCounters {
+		g.counterSet = &resourceapi.CounterSet{
+			Name:     key,
+			Counters: map[string]resourceapi.Counter{Counter: {Value: apiresource.MustParse("1")}},
+		}
+	}
+	for _, pl := range plans {
+		d := resourceapi.Device{
+			Name:       pl.name,
+			Attributes: maps.Clone(attrsByMode[pl.mode]), // no aliasing between devices
+			Taints:     slices.Clone(taints),
+		}
+		if useCounters {
+			d.ConsumesCounters = []resourceapi.DeviceCounterConsumption{{
+				CounterSet: key,
+				Counters:   map[string]resourceapi.Counter{Counter: {Value: apiresource.MustParse("1")}},
+			}}
+		}
+		if pl.mode == ModeShared && !opts.Legacy {
+			shares := apiresource.NewQuantity(int64(pl.maxShares), apiresource.DecimalSI)
+			d.AllowMultipleAllocations = ptr.To(true)
+			d.Capacity = map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
+				SharesCapacity: {
+					Value: *shares,
+					RequestPolicy: &resourceapi.CapacityRequestPolicy{
+						Default: apiresource.NewQuantity(1, apiresource.DecimalSI),
+						ValidRange: &resourceapi.CapacityRequestPolicyRange{
+							Min: apiresource.NewQuantity(1, apiresource.DecimalSI),
+							Max: shares,
+						},
+					},
+				},
+			}
+		}
+		g.devices = append(g.devices, d)
+		g.meta[pl.name] = Device{Name: pl.name, Port: *p, Mode: pl.mode, MaxShares: pl.maxShares, ShareIndex: pl.shareIndex, PortKey: key}
+	}
+	return g, issues
+}
+
+// portTaints taints a port that is not ACTIVE, so that it stays visible (autoscalers
+// see the node's shape) but nothing is scheduled onto it.
+func portTaints(p *discovery.Port) []resourceapi.DeviceTaint {
+	if p.State == "ACTIVE" {
+		return nil
+	}
+	value := p.State
+	if value == "" || len(validation.IsValidLabelValue(value)) > 0 {
+		value = "Unknown"
+	}
+	return []resourceapi.DeviceTaint{{Key: NotActiveTaintKey, Value: value, Effect: resourceapi.DeviceTaintEffectNoSchedule}}
+}
+
+func sortedKeys[K cmp.Ordered, V any](m map[K]V) []K {
+	keys := make([]K, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
