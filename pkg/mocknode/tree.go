@@ -1,7 +1,9 @@
 package mocknode
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -87,8 +89,9 @@ func equalPrefix(prefix, s []string) bool {
 	return true
 }
 
-// writeTo creates the tree below root, which must exist. Paths are processed in sorted
-// order, so parents come before children.
+// writeTo creates the tree below root. Paths are processed in sorted order, so parents
+// come before children, and each directory is created once: large nodes have tens of
+// thousands of entries.
 func (t *tree) writeTo(root string) error {
 	if t.err != nil {
 		return t.err
@@ -98,16 +101,33 @@ func (t *tree) writeTo(root string) error {
 		paths = append(paths, p)
 	}
 	sort.Strings(paths)
+	made := map[string]bool{}
+	var mkdir func(dir string) error
+	mkdir = func(dir string) error {
+		if made[dir] {
+			return nil
+		}
+		if parent := filepath.Dir(dir); parent != dir {
+			if err := mkdir(parent); err != nil {
+				return err
+			}
+		}
+		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("create directory: %w", err)
+		}
+		made[dir] = true
+		return nil
+	}
 	for _, p := range paths {
 		e := t.entries[p]
 		full := filepath.Join(root, filepath.FromSlash(p))
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			return fmt.Errorf("create directory: %w", err)
+		if err := mkdir(filepath.Dir(full)); err != nil {
+			return err
 		}
 		var err error
 		switch e.kind {
 		case kindDir:
-			err = os.MkdirAll(full, 0o755)
+			err = mkdir(full)
 		case kindFile:
 			err = os.WriteFile(full, []byte(e.data), 0o644)
 		case kindLink:

@@ -1,0 +1,115 @@
+package mocknode
+
+import "fmt"
+
+// cx7IB adds one single-function ConnectX-7 InfiniBand card (an OSFP NDR port) behind its
+// own PCIe switch, with its IPoIB interface, as GPU servers attach one NIC per GPU.
+func cx7IB(n *Node, ibdev string, rootBus, numa int, guid uint64, lid uint16) {
+	root, bridges, bus := switchPath(0, rootBus)
+	addr := bdf(0, bus, 0, 0)
+	n.PCIFunctions = append(n.PCIFunctions, function(addr, root, bridges, numa, deviceConnectX7, 0x0041, classInfiniBand))
+	n.Netdevs = append(n.Netdevs, ipoib(ifname("ib", addr, ""), addr, guid, 0))
+	n.RDMADevices = append(n.RDMADevices, mlx5(ibdev, addr, guid, fwConnectX7, boardDGXCX7, deviceConnectX7, ibPort(guid, lid)))
+}
+
+// dualPortRoCE adds a dual-port Ethernet card (two functions, one mlx5 device each, one
+// system image GUID) whose ports carry the GID tables gids(fn, netdev, linkLocal).
+func dualPortRoCE(n *Node, ibdevs [2]string, root string, bridges []string, bus, numa int, device, subsys uint16,
+	fw, board, rate string, mac, guid uint64, mtu int, gids func(fn int, netdev string, linkLocal uint64) []GID,
+) {
+	for fn := range 2 {
+		addr := bdf(0, bus, 0, fn)
+		fmac := mac + uint64(fn)
+		nd := ifname("en", addr, fmt.Sprintf("f%dnp%d", fn, fn))
+		n.PCIFunctions = append(n.PCIFunctions, function(addr, root, bridges, numa, device, subsys, classEthernet))
+		n.Netdevs = append(n.Netdevs, ether(nd, addr, fmac, mtu, 0))
+		d := mlx5(ibdevs[fn], addr, guid+uint64(fn), fw, board, device, rocePort(1, rate, gids(fn, nd, MACToGUID(fmac))))
+		d.SysImageGUID = GUID(guid)
+		n.RDMADevices = append(n.RDMADevices, d)
+	}
+}
+
+// dgxH100 is shaped like an NVIDIA DGX H100: eight NDR compute ports, one per GPU, each on
+// its own PCIe root (four per CPU socket), and a dual-port 200GbE card for storage.
+// Expected: mlx5_0..7 InfiniBand 400 Gb/s on ibp24s0...ibp220s0, no GID index;
+// mlx5_8/mlx5_9 Ethernet 200 Gb/s on enp168s0f0np0/enp168s0f1np1, GID index 3.
+func dgxH100() *Node {
+	n := &Node{}
+	cardBuses := []int{0x18, 0x40, 0x4f, 0x5e, 0x9a, 0xc0, 0xce, 0xdc}
+	for i, bus := range cardBuses {
+		cx7IB(n, fmt.Sprintf("mlx5_%d", i), bus-3, i/4, 0xa088c2030056d2a0+uint64(i)*0x10, uint16(0x1a0+i))
+	}
+	dualPortRoCE(n, [2]string{"mlx5_8", "mlx5_9"}, "pci0000:a7", []string{"0000:a7:01.0"}, 0xa8, 1,
+		deviceConnectX7, 0x0027, fwConnectX7, boardCX7Eth, "200 Gb/sec (4X HDR)", 0xa088c2a81e40, 0xa088c20300a81e40, 9000,
+		func(fn int, nd string, ll uint64) []GID {
+			return RoCEGIDs(nd, LinkLocalGID(ll), fmt.Sprintf("10.200.%d.11", fn))
+		})
+	return n
+}
+
+// mixedBond has InfiniBand compute ports and two RoCE ports of a ConnectX-6 Dx in one
+// 802.3ad software bond: the kernel moves their GIDs to bond0.
+// Expected: mlx5_0..3 InfiniBand; mlx5_4 and mlx5_5 Ethernet on netdev bond0 (MTU 9000),
+// LAG, GID index 3.
+func mixedBond() *Node {
+	n := &Node{}
+	for i, rootBus := range []int{0x15, 0x27, 0x97, 0xa8} {
+		cx7IB(n, fmt.Sprintf("mlx5_%d", i), rootBus, i/2, 0x946dae03008e5c10+uint64(i)*0x10, uint16(0x40+i))
+	}
+	const mac = 0x946dae5e0a00
+	n.Netdevs = append(n.Netdevs, bond("bond0", mac, 9000))
+	dualPortRoCE(n, [2]string{"mlx5_4", "mlx5_5"}, "pci0000:5d", []string{"0000:5d:01.0"}, 0x5e, 0,
+		deviceConnectX6Dx, 0x0016, fwConnectX6Dx, boardCX6Dx, "100 Gb/sec (4X EDR)", mac, 0x946dae03005e0a00, 9000,
+		func(int, string, uint64) []GID {
+			return RoCEGIDs("bond0", LinkLocalGID(MACToGUID(mac)), "10.10.0.7")
+		})
+	for i := range n.Netdevs {
+		if n.Netdevs[i].PCI != "" && n.Netdevs[i].Type == NetdevTypeEthernet {
+			n.Netdevs[i].Master = "bond0"
+		}
+	}
+	return n
+}
+
+// disabledPort has four InfiniBand ports of which mlx5_2's is administratively disabled.
+// Expected: mlx5_2 port 1 DOWN/Disabled (its IPoIB interface ibp154s0 down), the others
+// ACTIVE/LinkUp.
+func disabledPort() *Node {
+	n := &Node{}
+	for i, rootBus := range []int{0x15, 0x3d, 0x97, 0xbd} {
+		cx7IB(n, fmt.Sprintf("mlx5_%d", i), rootBus, i/2, 0x7c8c090300c3cf00+uint64(i)*0x10, uint16(0x538+i))
+	}
+	p := &n.RDMADevices[2].Ports[0]
+	p.State, p.PhysState, p.Rate, p.LID, p.SMLID = "DOWN", "Disabled", "10 Gb/sec (4X SDR)", 0, 0
+	n.Netdevs[2].OperState = "down"
+	return n
+}
+
+// vpiDualPort is a ConnectX-3 Pro VPI adapter (mlx4): one PCI function, one RDMA device,
+// two ports of different link layers.
+// Expected: mlx4_0 port 1 InfiniBand 56 Gb/s on ibp5s0 (dev_port 0); port 2 Ethernet
+// 40 Gb/s on enp5s0d1 (dev_port 1), GID index 3 from a global IPv6 address (no IPv4).
+func vpiDualPort() *Node {
+	const (
+		addr = "0000:05:00.0"
+		guid = 0xf4521403007be1a0
+		mac  = 0xf452147be1a1
+	)
+	f := function(addr, "pci0000:00", []string{"0000:00:03.0"}, 0, deviceConnectX3Pro, 0x0006, classNetOther)
+	f.Driver = "mlx4_core"
+	ib := ibPort(guid+1, 0x3)
+	ib.Rate = "56 Gb/sec (4X FDR)"
+	eth := rocePort(2, "40 Gb/sec (4X QDR)", RoCEGIDs("enp5s0d1", LinkLocalGID(MACToGUID(mac)), "2001:db8:5::7"))
+	dev := RDMADevice{
+		Name: "mlx4_0", PCI: addr, NodeGUID: GUID(guid), SysImageGUID: GUID(guid + 3),
+		FWVer: "2.42.5000", BoardID: "MT_1090111023", HCAType: "MT4103", Ports: []Port{ib, eth},
+	}
+	return &Node{
+		PCIFunctions: []PCIFunction{f},
+		Netdevs: []Netdev{
+			ipoib("ibp5s0", addr, guid+1, 0),
+			ether("enp5s0d1", addr, mac, 1500, 1),
+		},
+		RDMADevices: []RDMADevice{dev},
+	}
+}
