@@ -1,0 +1,112 @@
+// Command rdma-dra-kubeletplugin is the driver's kubelet plugin: it publishes the node's
+// RDMA ports as ResourceSlices and prepares ResourceClaims for the kubelet.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+
+	"github.com/rdma-dra/rdma-dra-driver/internal/cliflags"
+	"github.com/rdma-dra/rdma-dra-driver/internal/version"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/plugin"
+)
+
+func main() {
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	if err := newApp().RunContext(ctx, os.Args); err != nil {
+		fmt.Fprintf(os.Stderr, "rdma-dra-kubeletplugin: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// flagValues are the raw flag values that need parsing into plugin.Config.
+type flagValues struct {
+	cfg     plugin.Config
+	model   string
+	netlink string
+}
+
+func newApp() *cli.App {
+	cli.VersionFlag = &cli.BoolFlag{Name: "version", Usage: "print the version"}
+	logging := &cliflags.Logging{}
+	v := &flagValues{}
+	return &cli.App{
+		Name:    "rdma-dra-kubeletplugin",
+		Usage:   "publish a node's RDMA ports and prepare ResourceClaims for the kubelet",
+		Version: version.String(),
+		Flags:   append(v.flags(), logging.Flags()...),
+		Before: func(c *cli.Context) error {
+			ctx, err := logging.Apply(c.Context)
+			if err != nil {
+				return err
+			}
+			c.Context = ctx
+			return nil
+		},
+		Action: func(c *cli.Context) error {
+			cfg, err := v.config()
+			if err != nil {
+				return err
+			}
+			return plugin.Run(c.Context, cfg)
+		},
+	}
+}
+
+func (v *flagValues) flags() []cli.Flag {
+	c := &v.cfg
+	return []cli.Flag{
+		&cli.StringFlag{Name: "node-name", Usage: "the node this plugin runs on (required)", EnvVars: []string{"NODE_NAME"}, Destination: &c.NodeName},
+		&cli.StringFlag{Name: "driver-name", Usage: "the DRA driver name", Value: devicemodel.DefaultDriverName, EnvVars: []string{"DRIVER_NAME"}, Destination: &c.DriverName},
+		&cli.StringFlag{Name: "sysfs-root", Usage: "where sysfs is read from", Value: "/sys", EnvVars: []string{"SYSFS_ROOT"}, Destination: &c.SysfsRoot},
+		&cli.StringFlag{Name: "dev-root", Usage: "the host's /dev as the container runtime sees it", Value: "/dev", EnvVars: []string{"DEV_ROOT"}, Destination: &c.DevRoot},
+		&cli.StringFlag{Name: "cdi-root", Usage: "directory of the transient CDI specs", Value: "/var/run/cdi", EnvVars: []string{"CDI_ROOT"}, Destination: &c.CDIRoot},
+		&cli.StringFlag{Name: "kubelet-registrar-directory-path", Usage: "the kubelet's plugin registration directory", Value: kubeletplugin.KubeletRegistryDir, EnvVars: []string{"KUBELET_REGISTRAR_DIRECTORY_PATH"}, Destination: &c.RegistrarDir},
+		&cli.StringFlag{Name: "kubelet-plugins-directory-path", Usage: "the kubelet's plugin directory; the data directory is <this>/<driver-name>", Value: kubeletplugin.KubeletPluginsDir, EnvVars: []string{"KUBELET_PLUGINS_DIRECTORY_PATH"}, Destination: &c.PluginsDir},
+		&cli.StringFlag{Name: "pod-uid", Usage: "the plugin pod's UID; enables rolling updates of the DaemonSet", EnvVars: []string{"POD_UID"}, Destination: &c.PodUID},
+		&cli.IntFlag{Name: "healthcheck-port", Usage: "port of the gRPC health service for the liveness probe, on all addresses; -1 disables", Value: 51515, EnvVars: []string{"HEALTHCHECK_PORT"}, Destination: &c.HealthcheckPort},
+		&cli.StringFlag{Name: "metrics-address", Usage: "listen address of /metrics, e.g. :9472; empty disables", EnvVars: []string{"METRICS_ADDRESS"}, Destination: &c.MetricsAddress},
+		&cli.StringFlag{Name: "node-config", Usage: "node configuration file; empty uses the defaults", EnvVars: []string{"NODE_CONFIG"}, Destination: &c.NodeConfig},
+		&cli.DurationFlag{Name: "rescan-interval", Usage: "how often the node is scanned for changed ports", Value: 30 * time.Second, EnvVars: []string{"RESCAN_INTERVAL"}, Destination: &c.RescanInterval},
+		&cli.DurationFlag{Name: "cleanup-interval", Usage: "how often leftovers of deleted claims are looked for", Value: 10 * time.Minute, EnvVars: []string{"CLEANUP_INTERVAL"}, Destination: &c.CleanupInterval},
+		&cli.StringFlag{Name: "model", Usage: "device model: auto (partitionable, legacy where the API server drops its fields), partitionable or legacy", Value: string(plugin.ModelAuto), EnvVars: []string{"DEVICE_MODEL"}, Destination: &v.model},
+		&cli.StringFlag{Name: "hook-install-dir", Usage: "host directory the memlock hook is copied to; must be mounted at the same path", Value: "/var/lib/rdma-dra/bin", EnvVars: []string{"HOOK_INSTALL_DIR"}, Destination: &c.HookInstallDir},
+		&cli.StringFlag{Name: "hook-source", Usage: "the hook binary to install; default: " + plugin.HookBinary + " next to this executable", EnvVars: []string{"HOOK_SOURCE"}, Destination: &c.HookSource},
+		&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig file; empty uses the in-cluster configuration", EnvVars: []string{"KUBECONFIG"}, Destination: &c.Kubeconfig},
+		&cli.StringFlag{Name: "netlink", Usage: "ask netlink for the RDMA netns mode: auto (only when --sysfs-root is /sys), true or false", Value: "auto", EnvVars: []string{"NETLINK"}, Destination: &v.netlink},
+		&cli.StringFlag{Name: "boot-id-path", Usage: "the kernel's boot ID file, which invalidates the checkpoint after a reboot", Value: checkpoint.DefaultBootIDPath, EnvVars: []string{"BOOT_ID_PATH"}, Destination: &c.BootIDPath},
+	}
+}
+
+// config finishes the configuration: parsed choices and the test-only failpoint, which
+// deliberately has no flag.
+func (v *flagValues) config() (plugin.Config, error) {
+	cfg := v.cfg
+	model, err := plugin.ParseModel(v.model)
+	if err != nil {
+		return cfg, fmt.Errorf("--model: %w", err)
+	}
+	cfg.Model = model
+	switch v.netlink {
+	case "auto":
+		cfg.Netlink = cfg.SysfsRoot == "/sys"
+	case "true":
+		cfg.Netlink = true
+	case "false":
+		cfg.Netlink = false
+	default:
+		return cfg, fmt.Errorf("--netlink must be auto, true or false, got %q", v.netlink)
+	}
+	cfg.PrepareHoldFile = os.Getenv(plugin.PrepareHoldEnv)
+	return cfg, nil
+}

@@ -1,0 +1,88 @@
+package plugin
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"k8s.io/klog/v2"
+)
+
+// HookBinary is the file name of the memlock OCI hook, next to the plugin in the image
+// and in the install directory on the host.
+const HookBinary = "rdma-dra-cdi-hook"
+
+// DefaultHookSource is where the hook is looked for when no source is given: next to
+// the running plugin's executable.
+func DefaultHookSource() (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("find own executable: %w", err)
+	}
+	return filepath.Join(filepath.Dir(exe), HookBinary), nil
+}
+
+// InstallHook copies the hook binary from source into dir (created if needed) and
+// returns the installed path, which CDI specs name: the container runtime runs hooks
+// from the host's file system, so dir must be the same path in the plugin's container
+// and on the host (a hostPath mount of the same path).
+//
+// The copy is atomic (temp file, fsync, rename): a runtime starting a container at the
+// same moment runs the old or the new binary, never half of one. An identical binary
+// is left alone.
+func InstallHook(ctx context.Context, source, dir string) (string, error) {
+	data, err := os.ReadFile(source)
+	if err != nil {
+		return "", fmt.Errorf("read hook binary: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("create hook directory: %w", err)
+	}
+	dst := filepath.Join(dir, HookBinary)
+	if old, err := os.ReadFile(dst); err == nil && bytes.Equal(old, data) {
+		if err := os.Chmod(dst, 0o755); err != nil {
+			return "", fmt.Errorf("set hook mode: %w", err)
+		}
+		klog.FromContext(ctx).V(2).Info("Hook binary is up to date", "path", dst)
+		return dst, nil
+	}
+	tmp, err := os.CreateTemp(dir, "."+HookBinary+".*.tmp")
+	if err != nil {
+		return "", fmt.Errorf("create temporary hook binary: %w", err)
+	}
+	done := false
+	defer func() {
+		if !done {
+			_ = tmp.Close()
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+	if _, err := io.Copy(tmp, bytes.NewReader(data)); err != nil {
+		return "", fmt.Errorf("write hook binary: %w", err)
+	}
+	if err := tmp.Chmod(0o755); err != nil {
+		return "", fmt.Errorf("set hook mode: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return "", fmt.Errorf("sync hook binary: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return "", fmt.Errorf("close hook binary: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), dst); err != nil {
+		return "", fmt.Errorf("install hook binary: %w", err)
+	}
+	done = true
+	if d, err := os.Open(dir); err == nil {
+		err = errors.Join(d.Sync(), d.Close())
+		if err != nil {
+			return "", fmt.Errorf("sync hook directory: %w", err)
+		}
+	}
+	klog.FromContext(ctx).Info("Installed hook binary", "source", source, "path", dst)
+	return dst, nil
+}

@@ -1,0 +1,273 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/rdma-dra/rdma-dra-driver/internal/version"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/cdi"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/metrics"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
+)
+
+// Config is the kubelet plugin's configuration, one field per flag.
+type Config struct {
+	NodeName   string
+	DriverName string
+	SysfsRoot  string
+	DevRoot    string
+	CDIRoot    string
+	// RegistrarDir is the kubelet's plugin registration directory.
+	RegistrarDir string
+	// PluginsDir is the kubelet's plugin directory; the data directory is
+	// PluginsDir/DriverName.
+	PluginsDir string
+	// PodUID enables the helper's rolling update when set.
+	PodUID string
+	// HealthcheckPort is the gRPC health port; negative disables it.
+	HealthcheckPort int
+	// MetricsAddress is the /metrics listen address; empty disables it.
+	MetricsAddress string
+	// NodeConfig is the node configuration file; empty uses the defaults.
+	NodeConfig      string
+	RescanInterval  time.Duration
+	CleanupInterval time.Duration
+	Model           Model
+	// HookInstallDir is the host path (mounted at the same path) the hook goes to.
+	HookInstallDir string
+	// HookSource is the hook binary to install; empty is next to the executable.
+	HookSource string
+	// Kubeconfig is a kubeconfig file; empty uses the in-cluster configuration.
+	Kubeconfig string
+	// Netlink asks netlink for the RDMA netns mode.
+	Netlink bool
+	// BootIDPath is the kernel's boot ID file.
+	BootIDPath string
+	// PrepareHoldFile is the test-only failpoint file (see PrepareHoldEnv).
+	PrepareHoldFile string
+}
+
+// DataDir is the plugin data directory: the DRA socket, the checkpoint and its lock.
+func (c Config) DataDir() string { return filepath.Join(c.PluginsDir, c.DriverName) }
+
+// KeysAndValues lists the whole configuration for the startup log line.
+func (c Config) KeysAndValues() []any {
+	return []any{
+		"version", version.String(),
+		"nodeName", c.NodeName, "driverName", c.DriverName,
+		"sysfsRoot", c.SysfsRoot, "devRoot", c.DevRoot, "cdiRoot", c.CDIRoot,
+		"registrarDir", c.RegistrarDir, "pluginsDir", c.PluginsDir, "dataDir", c.DataDir(),
+		"podUID", c.PodUID, "rollingUpdate", c.PodUID != "",
+		"healthcheckPort", c.HealthcheckPort, "metricsAddress", c.MetricsAddress,
+		"nodeConfig", c.NodeConfig, "rescanInterval", c.RescanInterval, "cleanupInterval", c.CleanupInterval,
+		"model", c.Model, "hookInstallDir", c.HookInstallDir, "hookSource", c.HookSource,
+		"kubeconfig", c.Kubeconfig, "netlink", c.Netlink, "bootIDPath", c.BootIDPath,
+		"prepareHoldFile", c.PrepareHoldFile,
+	}
+}
+
+// Validate checks what flags cannot.
+func (c Config) Validate() error {
+	var errs []error
+	if c.NodeName == "" {
+		errs = append(errs, errors.New("--node-name (NODE_NAME) is required"))
+	}
+	if c.DriverName == "" {
+		errs = append(errs, errors.New("--driver-name must not be empty"))
+	}
+	if c.RescanInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--rescan-interval must be positive, got %s", c.RescanInterval))
+	}
+	if c.CleanupInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--cleanup-interval must be positive, got %s", c.CleanupInterval))
+	}
+	if c.HealthcheckPort > 65535 {
+		errs = append(errs, fmt.Errorf("--healthcheck-port must be at most 65535, got %d", c.HealthcheckPort))
+	}
+	if _, err := ParseModel(string(c.Model)); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Run runs the kubelet plugin until ctx ends or an error stops it.
+func Run(ctx context.Context, cfg Config) error {
+	logger := klog.FromContext(ctx)
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	logger.Info("Starting kubelet plugin", cfg.KeysAndValues()...)
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+
+	kube, err := newKubeClient(cfg.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	nodeCfg := nodeconfig.Default()
+	if cfg.NodeConfig != "" {
+		if nodeCfg, err = nodeconfig.Load(cfg.NodeConfig); err != nil {
+			return fmt.Errorf("load node configuration: %w", err)
+		}
+	}
+	if err := os.MkdirAll(cfg.DataDir(), 0o750); err != nil {
+		return fmt.Errorf("create plugin data directory: %w", err)
+	}
+	hookPath, err := installHook(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	m := metrics.NewPlugin()
+	publisher := NewPublisher(
+		discovery.New(discovery.Options{SysfsRoot: cfg.SysfsRoot, UseNetlink: cfg.Netlink}),
+		devicemodel.Options{DriverName: cfg.DriverName, NodeName: cfg.NodeName, Config: nodeCfg},
+		cfg.Model, m)
+	// The first scan happens before the kubelet can call: prepare needs the devices.
+	if err := publisher.Sync(ctx); err != nil {
+		return err
+	}
+	driver, err := NewDriver(ctx, DriverOptions{
+		DriverName:      cfg.DriverName,
+		NodeName:        cfg.NodeName,
+		Kube:            kube,
+		Store:           checkpoint.NewStore(cfg.DataDir(), cfg.BootIDPath),
+		Specs:           cdi.NewWriter(cdi.Options{SpecDir: cfg.CDIRoot, DevRoot: cfg.DevRoot, HookPath: hookPath}),
+		Devices:         publisher,
+		Metrics:         m,
+		Fatal:           func(err error) { stop(err) },
+		OnDroppedFields: publisher.HandleDroppedFields,
+		Hold:            NewFailpoint(cfg.PrepareHoldFile),
+		DeviceCounts:    publisher.DeviceCounts,
+	})
+	if err != nil {
+		return err
+	}
+
+	opts := []kubeletplugin.Option{
+		kubeletplugin.DriverName(cfg.DriverName),
+		kubeletplugin.NodeName(cfg.NodeName),
+		kubeletplugin.KubeClient(kube),
+		kubeletplugin.RegistrarDirectoryPath(cfg.RegistrarDir),
+		kubeletplugin.PluginDataDirectoryPath(cfg.DataDir()),
+		// Health is not reported yet. Turning the service off keeps the kubelet from
+		// opening a stream at all; older kubelets would otherwise retry it and log.
+		kubeletplugin.HealthService(false),
+	}
+	if cfg.PodUID != "" {
+		opts = append(opts, kubeletplugin.RollingUpdate(types.UID(cfg.PodUID)))
+	}
+	helper, err := kubeletplugin.Start(ctx, driver, opts...)
+	if err != nil {
+		return fmt.Errorf("start kubelet plugin helper: %w", err)
+	}
+	defer helper.Stop()
+	publisher.SetSink(helper)
+	if err := publisher.Sync(ctx); err != nil {
+		return err
+	}
+
+	realClock := clock.RealClock{}
+	go publisher.Run(ctx, Periodic(ctx, realClock, cfg.RescanInterval))
+	go driver.RunCleanup(ctx, realClock, cfg.CleanupInterval)
+	if cfg.HealthcheckPort >= 0 {
+		// The kubelet's gRPC probe dials the pod IP, which with hostNetwork is the
+		// node's address, so the port listens on all addresses; it tells nothing but
+		// SERVING or NOT_SERVING.
+		addr := net.JoinHostPort("", strconv.Itoa(cfg.HealthcheckPort))
+		go func() {
+			if err := ServeLiveness(ctx, addr, helper); err != nil {
+				stop(err)
+			}
+		}()
+	}
+	if cfg.MetricsAddress != "" {
+		go func() {
+			if err := serveMetrics(ctx, cfg.MetricsAddress, m.Handler()); err != nil {
+				stop(err)
+			}
+		}()
+	}
+	logger.Info("Kubelet plugin is running")
+	<-ctx.Done()
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	logger.Info("Shutting down")
+	return nil
+}
+
+// installHook installs the memlock hook and returns its path, or "" when the binary is
+// missing: only claims that ask for a memlock limit need it, and they fail with a clear
+// message rather than the whole node.
+func installHook(ctx context.Context, cfg Config) (string, error) {
+	source := cfg.HookSource
+	if source == "" {
+		var err error
+		if source, err = DefaultHookSource(); err != nil {
+			return "", err
+		}
+	}
+	if _, err := os.Stat(source); errors.Is(err, os.ErrNotExist) && cfg.HookSource == "" {
+		klog.FromContext(ctx).Error(err, "Memlock hook binary not found next to the plugin; claims that set memlock will fail", "source", source)
+		return "", nil
+	}
+	path, err := InstallHook(ctx, source, cfg.HookInstallDir)
+	if err != nil {
+		return "", fmt.Errorf("install memlock hook: %w", err)
+	}
+	return path, nil
+}
+
+func newKubeClient(kubeconfig string) (kubernetes.Interface, error) {
+	var rc *rest.Config
+	var err error
+	if kubeconfig != "" {
+		rc, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	} else {
+		rc, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load Kubernetes client configuration: %w", err)
+	}
+	rc.UserAgent = "rdma-dra-kubeletplugin/" + version.Version
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("create Kubernetes client: %w", err)
+	}
+	return client, nil
+}
+
+func serveMetrics(ctx context.Context, address string, handler http.Handler) error {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", handler)
+	srv := &http.Server{Addr: address, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdownCtx)
+	}()
+	klog.FromContext(ctx).Info("Serving metrics", "address", address)
+	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve metrics: %w", err)
+	}
+	return nil
+}
