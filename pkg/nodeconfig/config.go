@@ -148,6 +148,16 @@ func (c *Config) SetDefaults() {
 // Parse decodes a YAML or JSON configuration strictly (an unknown or duplicated field
 // is an error that names it), applies defaults and validates the result.
 func Parse(data []byte) (Config, error) {
+	c, err := decode(data)
+	if err != nil {
+		return Config{}, err
+	}
+	return c.complete()
+}
+
+// decode reads a file without defaulting it, so that flags can override fields before
+// the defaults that depend on them are computed.
+func decode(data []byte) (Config, error) {
 	if len(data) > maxFileSize {
 		return Config{}, fmt.Errorf("decode node config: %d bytes exceed the limit of %d", len(data), maxFileSize)
 	}
@@ -158,15 +168,21 @@ func Parse(data []byte) (Config, error) {
 		return Config{}, fmt.Errorf("decode node config: %w", err)
 	}
 	var c Config
-	if string(jsonData) != "null" { // an empty file
-		strictErrs, err := kjson.UnmarshalStrict(jsonData, &c)
-		if err != nil {
-			return Config{}, fmt.Errorf("decode node config: %w", err)
-		}
-		if len(strictErrs) > 0 {
-			return Config{}, fmt.Errorf("decode node config: %w", errors.Join(strictErrs...))
-		}
+	if string(jsonData) == "null" { // an empty file
+		return c, nil
 	}
+	strictErrs, err := kjson.UnmarshalStrict(jsonData, &c)
+	if err != nil {
+		return Config{}, fmt.Errorf("decode node config: %w", err)
+	}
+	if len(strictErrs) > 0 {
+		return Config{}, fmt.Errorf("decode node config: %w", errors.Join(strictErrs...))
+	}
+	return c, nil
+}
+
+// complete defaults and validates c.
+func (c Config) complete() (Config, error) {
 	c.SetDefaults()
 	if errs := c.Validate(); len(errs) > 0 {
 		return Config{}, fmt.Errorf("validate node config: %w", errs.ToAggregate())

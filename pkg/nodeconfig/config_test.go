@@ -236,3 +236,42 @@ func FuzzParse(f *testing.F) {
 		_ = c.Selects(&p)
 	})
 }
+
+func TestFlags(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "node.yaml")
+	if err := os.WriteFile(file, []byte("modes: exclusive\nshares: 8\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		flags   Flags
+		want    Config
+		wantErr string
+	}{
+		{name: "nothing", flags: Flags{}, want: Default()},
+		{name: "file", flags: Flags{Path: file}, want: Config{Version: Version, Modes: ModesExclusive, Shares: 8,
+			Legacy: LegacyConfig{Mode: LegacyModeExclusive, Shares: 8}}},
+		{name: "overrides move dependent defaults", flags: Flags{Path: file, Modes: "shared", Shares: 100},
+			want: Config{Version: Version, Modes: ModesShared, Shares: 100, Legacy: LegacyConfig{Mode: LegacyModeShared, Shares: 64}}},
+		{name: "bad override", flags: Flags{Modes: "some"}, wantErr: "modes"},
+		{name: "missing file", flags: Flags{Path: filepath.Join(dir, "none")}, wantErr: "read node config"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.flags.Config()
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("config (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
