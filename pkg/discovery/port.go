@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"strconv"
 
@@ -15,11 +16,11 @@ func (s *scan) port(p *Port, dir, parent string) {
 	p.State, _ = read(s, pdir+" state", pdir+"/state", sysfs.ParsePortState)
 	p.PhysState, _ = read(s, pdir+" physical state", pdir+"/phys_state", sysfs.ParsePhysState)
 	if rate, ok := read(s, pdir+" rate", pdir+"/rate", text); ok {
-		p.Rate = rate
+		// Garbage is not passed on as the raw text either: both facts become unknown.
 		if gbps, err := sysfs.ParseRate(rate); err == nil {
-			p.SpeedGbps = &gbps
+			p.Rate, p.SpeedGbps = rate, &gbps
 		} else {
-			s.unknown(pdir+" speed", err)
+			s.unknown(pdir+" speed", fmt.Errorf("parse %s/rate: %w", pdir, err))
 		}
 	}
 	ll, ok := read(s, pdir+" link layer", pdir+"/link_layer", sysfs.ParseLinkLayer)
@@ -43,8 +44,8 @@ func (s *scan) port(p *Port, dir, parent string) {
 			ndev = s.functionNetdev(dir, p.Port)
 		}
 		p.Netdev = s.bondMaster(ndev)
-		if p.Netdev != "" && p.Netdev != ndev || s.isBond(p.Netdev) {
-			p.LAG = true
+		if p.Netdev != ndev || s.isBond(p.Netdev) {
+			p.LAG = true // the port's interface is enslaved, or the GIDs are the bond's
 		}
 	case ll == LinkLayerInfiniBand:
 		p.Netdev = s.functionNetdev(dir, p.Port)
