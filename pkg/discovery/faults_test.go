@@ -55,9 +55,11 @@ func TestOneFactUnknown(t *testing.T) {
 			},
 		},
 		{
-			name:   "garbled state",
-			mutate: func(t *testing.T, root string) { writeFile(t, root, "class/infiniband/mlx4_0/ports/2/state", "4: DOWN\n") },
-			want:   func(t *testing.T, ps []Port) []Port { portOf(t, ps, "mlx4_0", 2).State = ""; return ps },
+			name: "garbled state",
+			mutate: func(t *testing.T, root string) {
+				writeFile(t, root, "class/infiniband/mlx4_0/ports/2/state", "4: DOWN\n")
+			},
+			want: func(t *testing.T, ps []Port) []Port { portOf(t, ps, "mlx4_0", 2).State = ""; return ps },
 		},
 		{
 			name:   "missing phys_state",
@@ -151,9 +153,11 @@ func TestOneFactUnknown(t *testing.T) {
 			want: func(t *testing.T, ps []Port) []Port { return ps },
 		},
 		{
-			name:   "hostile GID netdev name",
-			mutate: func(t *testing.T, root string) { writeFile(t, root, "class/infiniband/mlx5_2/ports/1/gid_attrs/ndevs/0", "../../etc\n") },
-			want:   func(t *testing.T, ps []Port) []Port { return ps }, // entry 1 names the same netdev
+			name: "hostile GID netdev name",
+			mutate: func(t *testing.T, root string) {
+				writeFile(t, root, "class/infiniband/mlx5_2/ports/1/gid_attrs/ndevs/0", "../../etc\n")
+			},
+			want: func(t *testing.T, ps []Port) []Port { return ps }, // entry 1 names the same netdev
 		},
 		{
 			name:   "missing uverbs ibdev",
