@@ -1,0 +1,179 @@
+package cdi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
+)
+
+// specPerm lets the runtime (and an operator) read the spec; only the plugin writes.
+const specPerm = 0o644
+
+// Writer writes, removes and lists the claims' spec files in one directory.
+//
+// Calls for different claims may run concurrently; calls for the same claim must not
+// (the plugin serializes the work on one claim).
+type Writer struct {
+	opts Options
+}
+
+// NewWriter returns a Writer with opts, defaults filled in.
+func NewWriter(opts Options) *Writer {
+	return &Writer{opts: opts.withDefaults()}
+}
+
+// SpecFileName is the base name of a claim's spec file, made by the CDI library's
+// transient naming helper so that it cannot clash with another vendor's files.
+func SpecFileName(claimUID string) string {
+	return cdiapi.GenerateTransientSpecName(Vendor, Class, claimUID) + ".json"
+}
+
+// specFilePrefix is what SpecFileName puts before the claim UID.
+var specFilePrefix = strings.TrimSuffix(cdiapi.GenerateTransientSpecName(Vendor, Class, "x"), "x")
+
+// Write builds the claim's spec, validates it with the CDI library and writes it
+// atomically; it returns the CDI device IDs of each device, in the order of devices.
+// Writing the same claim again replaces the file, and leaves it untouched when the
+// content is the same, so that a retried prepare does not wake the runtime's watcher.
+func (w *Writer) Write(ctx context.Context, claimUID string, devices []ClaimDevice) ([][]string, error) {
+	spec, ids, err := BuildSpec(ctx, claimUID, devices, w.opts)
+	if err != nil {
+		return nil, fmt.Errorf("build CDI spec: %w", err)
+	}
+	data, err := json.MarshalIndent(spec, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encode CDI spec: %w", err)
+	}
+	data = append(data, '\n')
+	path := filepath.Join(w.opts.SpecDir, SpecFileName(claimUID))
+	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
+		logger(ctx).V(4).Info("CDI spec is up to date", "claim", claimUID, "path", path)
+		return ids, nil
+	}
+	if err := writeSpecFile(w.opts.SpecDir, SpecFileName(claimUID), data); err != nil {
+		return nil, err
+	}
+	logger(ctx).V(2).Info("Wrote CDI spec", "claim", claimUID, "path", path, "devices", len(spec.Devices))
+	return ids, nil
+}
+
+// writeSpecFile writes data as dir/name so that a reader sees the old file or the
+// whole new one, also after a crash: temp file, fsync, rename, fsync of the directory.
+// The temp file is validated by the CDI library's own loader before it is renamed, so
+// a spec the runtime would refuse never appears under its real name.
+//
+// The library's Cache.WriteSpec is not used: it neither syncs the file nor the
+// directory, and leaves the file 0600.
+func writeSpecFile(dir, name string, data []byte) (err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create CDI spec dir: %w", err)
+	}
+	// Hidden and without a .json/.yaml extension, so the runtime's scan skips it.
+	tmp, err := os.CreateTemp(dir, "."+name+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("create temporary CDI spec: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Chmod(specPerm) // CreateTemp makes 0600 whatever the umask
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write temporary CDI spec: %w", err)
+	}
+	if _, err = cdiapi.ReadSpec(tmp.Name(), 0); err != nil {
+		return fmt.Errorf("validate CDI spec: %w", err)
+	}
+	if err = os.Rename(tmp.Name(), filepath.Join(dir, name)); err != nil {
+		return fmt.Errorf("rename CDI spec: %w", err)
+	}
+	return syncDir(dir)
+}
+
+// syncDir makes a rename or removal in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("open CDI spec dir: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync CDI spec dir: %w", err)
+	}
+	return nil
+}
+
+// Remove removes the claim's spec file and any temporary file a crash left behind. A
+// claim without a spec is not an error.
+func (w *Writer) Remove(ctx context.Context, claimUID string) error {
+	if err := ValidateClaimUID(claimUID); err != nil {
+		return err
+	}
+	name := SpecFileName(claimUID)
+	// The pattern is built from a validated UUID, so it has no glob metacharacters.
+	leftovers, _ := filepath.Glob(filepath.Join(w.opts.SpecDir, "."+name+".*.tmp"))
+	removed := false
+	for _, p := range append([]string{filepath.Join(w.opts.SpecDir, name)}, leftovers...) {
+		err := os.Remove(p)
+		switch {
+		case err == nil:
+			removed = true
+		case errors.Is(err, fs.ErrNotExist):
+		default:
+			return fmt.Errorf("remove CDI spec: %w", err)
+		}
+	}
+	if !removed {
+		return nil
+	}
+	if err := syncDir(w.opts.SpecDir); err != nil {
+		return err
+	}
+	logger(ctx).V(2).Info("Removed CDI spec", "claim", claimUID)
+	return nil
+}
+
+// List returns the UIDs of the claims that have a spec file, sorted. Files of other
+// vendors and names that do not carry a valid claim UID are ignored; a missing
+// directory holds no specs.
+func (w *Writer) List() ([]string, error) {
+	entries, err := os.ReadDir(w.opts.SpecDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list CDI specs: %w", err)
+	}
+	var uids []string
+	for _, e := range entries {
+		uid, ok := strings.CutPrefix(e.Name(), specFilePrefix)
+		if !ok || e.IsDir() {
+			continue
+		}
+		uid, ok = strings.CutSuffix(uid, ".json")
+		if ok && ValidateClaimUID(uid) == nil {
+			uids = append(uids, uid)
+		}
+	}
+	sort.Strings(uids)
+	return uids, nil
+}
