@@ -1,0 +1,350 @@
+package mocknode
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// The formats of sysfs.md, checked independently of the code that writes them.
+var (
+	reGID      = regexp.MustCompile(`^([0-9a-f]{4}:){7}[0-9a-f]{4}$`)
+	reGUID     = regexp.MustCompile(`^[0-9a-f]{4}:[0-9a-f]{4}:[0-9a-f]{4}:[0-9a-f]{4}$`)
+	reDev      = regexp.MustCompile(`^\d+:\d+$`)
+	reHex4     = regexp.MustCompile(`^0x[0-9a-f]{4}$`)
+	reHex6     = regexp.MustCompile(`^0x[0-9a-f]{6}$`)
+	reLID      = regexp.MustCompile(`^0x[0-9a-f]+$`)
+	reState    = regexp.MustCompile(`^[0-5]: (NOP|DOWN|INIT|ARMED|ACTIVE|ACTIVE_DEFER)$`)
+	rePhys     = regexp.MustCompile(`^[1-7]: (Sleep|Polling|Disabled|PortConfigurationTraining|LinkUp|LinkErrorRecovery|Phy Test)$`)
+	reRate     = regexp.MustCompile(`^\d+(\.5)? Gb/sec \(\d+X [A-Z]+\)$`)
+	reBDF      = regexp.MustCompile(`^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`)
+	rePCIPath  = regexp.MustCompile(`^devices/pci[0-9a-f]{4}:[0-9a-f]{2}(/[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])+$`)
+	reNodeType = regexp.MustCompile(`^\d+: [A-Z]+$`)
+)
+
+// checker walks a written tree and collects every violation of sysfs.md.
+type checker struct {
+	root     string
+	problems []string
+}
+
+func (c *checker) fail(format string, args ...any) {
+	c.problems = append(c.problems, fmt.Sprintf(format, args...))
+}
+
+// read returns a file's single value, failing if the file is not exactly one line.
+func (c *checker) read(rel string) (string, bool) {
+	b, err := os.ReadFile(filepath.Join(c.root, rel))
+	if err != nil {
+		c.fail("%s: %v", rel, err)
+		return "", false
+	}
+	return string(b[:max(len(b)-1, 0)]), true
+}
+
+// resolve returns the root-relative real path of rel.
+func (c *checker) resolve(rel string) (string, bool) {
+	real, err := filepath.EvalSymlinks(filepath.Join(c.root, rel))
+	if err != nil {
+		c.fail("%s: resolve: %v", rel, err)
+		return "", false
+	}
+	r, err := filepath.Rel(c.root, real)
+	if err != nil || r == ".." || strings.HasPrefix(r, "../") {
+		c.fail("%s: resolves outside the root to %s", rel, real)
+		return "", false
+	}
+	return filepath.ToSlash(r), true
+}
+
+func (c *checker) match(rel string, re *regexp.Regexp) string {
+	v, ok := c.read(rel)
+	if ok && !re.MatchString(v) {
+		c.fail("%s: %q does not match %s", rel, v, re)
+	}
+	return v
+}
+
+func (c *checker) list(rel string) []string {
+	entries, err := os.ReadDir(filepath.Join(c.root, rel))
+	if err != nil {
+		c.fail("%s: %v", rel, err)
+		return nil
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+// checkTree runs every check on the sysfs tree at root.
+func checkTree(root string) []string {
+	c := &checker{root: root}
+	c.walk()
+	if c.problems != nil {
+		return c.problems // the class checks below assume sound files and links
+	}
+	if v, _ := c.read("module/ib_core/parameters/netns_mode"); v != "Y" && v != "N" {
+		c.fail("netns_mode %q", v)
+	}
+	c.pci()
+	c.ibdevs()
+	c.chardevs()
+	c.netdevs()
+	return c.problems
+}
+
+// walk checks what holds for every entry: links are relative and resolve inside the root,
+// files hold one value and end with exactly one newline.
+func (c *checker) walk() {
+	_ = filepath.WalkDir(c.root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			c.fail("walk %s: %v", p, err)
+			return nil
+		}
+		rel, _ := filepath.Rel(c.root, p)
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			target, _ := os.Readlink(p)
+			if filepath.IsAbs(target) {
+				c.fail("%s: absolute link %s", rel, target)
+			} else if r, err := filepath.Rel(c.root, filepath.Join(filepath.Dir(p), target)); err != nil || strings.HasPrefix(r, "..") {
+				c.fail("%s: link %s leaves the root", rel, target)
+			}
+			c.resolve(rel)
+		case d.Type().IsRegular():
+			b, _ := os.ReadFile(p)
+			if !strings.HasSuffix(string(b), "\n") || strings.Count(string(b), "\n") != 1 {
+				c.fail("%s: %q is not one value with one trailing newline", rel, b)
+			}
+		case !d.IsDir():
+			c.fail("%s: unexpected file type %v", rel, d.Type())
+		}
+		return nil
+	})
+}
+
+func (c *checker) pci() {
+	for _, bdf := range c.list("bus/pci/devices") {
+		rel := "bus/pci/devices/" + bdf
+		target, _ := os.Readlink(filepath.Join(c.root, rel))
+		dir, ok := c.resolve(rel)
+		if !ok {
+			continue
+		}
+		if !strings.HasPrefix(target, "../../../devices/pci") || !rePCIPath.MatchString(dir) || filepath.Base(dir) != bdf || !reBDF.MatchString(bdf) {
+			c.fail("%s: link %s is not ../../../devices/pci<dom>:<bus>/.../<bdf>", rel, target)
+		}
+		for _, f := range []string{"vendor", "device", "subsystem_vendor", "subsystem_device"} {
+			c.match(rel+"/"+f, reHex4)
+		}
+		c.match(rel+"/class", reHex6)
+		if v, _ := c.read(rel + "/numa_node"); v != "" {
+			if n, err := strconv.Atoi(v); err != nil || n < -1 {
+				c.fail("%s/numa_node: %q", rel, v)
+			}
+		}
+		if drv, ok := c.resolve(rel + "/driver"); ok && !strings.HasPrefix(drv, "bus/pci/drivers/") {
+			c.fail("%s/driver resolves to %s", rel, drv)
+		}
+		if _, err := os.Lstat(filepath.Join(c.root, rel, "physfn")); err == nil {
+			pf, _ := os.Readlink(filepath.Join(c.root, rel, "physfn"))
+			pfDir, _ := c.resolve(rel + "/physfn")
+			if !strings.HasPrefix(pf, "../") || strings.Count(pf, "/") != 1 || filepath.Dir(pfDir) != filepath.Dir(dir) {
+				c.fail("%s/physfn: %s is not a sibling link", rel, pf)
+			}
+		}
+	}
+}
+
+func (c *checker) ibdevs() {
+	for _, ibdev := range c.list("class/infiniband") {
+		rel := "class/infiniband/" + ibdev
+		target, _ := os.Readlink(filepath.Join(c.root, rel))
+		dir, _ := c.resolve(rel)
+		if _, err := os.Lstat(filepath.Join(c.root, rel, "device")); err == nil {
+			fn, _ := c.resolve(rel + "/device")
+			link, _ := os.Readlink(filepath.Join(c.root, rel, "device"))
+			if dir != fn+"/infiniband/"+ibdev || link != "../../../"+filepath.Base(fn) || !rePCIPath.MatchString(fn) {
+				c.fail("%s: device link %s (to %s) does not match the device directory %s", rel, link, fn, dir)
+			}
+		} else {
+			if target != "../../devices/virtual/infiniband/"+ibdev {
+				c.fail("%s: virtual device links to %s", rel, target)
+			}
+			if parent, _ := c.read(rel + "/parent"); parent == "" {
+				c.fail("%s: virtual device without parent", rel)
+			}
+		}
+		c.match(rel+"/node_guid", reGUID)
+		c.match(rel+"/sys_image_guid", reGUID)
+		c.match(rel+"/node_type", reNodeType)
+		c.read(rel + "/fw_ver")
+		for _, p := range c.list(rel + "/ports") {
+			c.port(rel + "/ports/" + p)
+		}
+	}
+}
+
+func (c *checker) port(rel string) {
+	c.match(rel+"/state", reState)
+	c.match(rel+"/phys_state", rePhys)
+	c.match(rel+"/rate", reRate)
+	c.match(rel+"/lid", reLID)
+	c.match(rel+"/sm_lid", reLID)
+	ll, _ := c.read(rel + "/link_layer")
+	if ll != "InfiniBand" && ll != "Ethernet" && ll != "Unknown" {
+		c.fail("%s/link_layer: %q", rel, ll)
+	}
+	for _, i := range c.list(rel + "/gids") {
+		gid := c.match(rel+"/gids/"+i, reGID)
+		_, typeErr := os.Stat(filepath.Join(c.root, rel, "gid_attrs/types", i))
+		_, ndevErr := os.Stat(filepath.Join(c.root, rel, "gid_attrs/ndevs", i))
+		if gid == "0000:0000:0000:0000:0000:0000:0000:0000" {
+			if typeErr == nil || ndevErr == nil {
+				c.fail("%s: unused gid %s has attributes", rel, i)
+			}
+			continue
+		}
+		if t, _ := c.read(rel + "/gid_attrs/types/" + i); t != "IB/RoCE v1" && t != "RoCE v2" {
+			c.fail("%s: gid %s type %q", rel, i, t)
+		}
+		switch {
+		case ll == "InfiniBand" && ndevErr == nil:
+			c.fail("%s: InfiniBand gid %s has a netdev", rel, i)
+		case ll == "Ethernet":
+			nd, _ := c.read(rel + "/gid_attrs/ndevs/" + i)
+			if _, err := os.Lstat(filepath.Join(c.root, "class/net", nd)); err != nil {
+				c.fail("%s: gid %s netdev %q is not in class/net", rel, i, nd)
+			}
+		}
+	}
+	for _, i := range c.list(rel + "/pkeys") {
+		c.match(rel+"/pkeys/"+i, reHex4)
+	}
+}
+
+func (c *checker) chardevs() {
+	for _, class := range []string{"infiniband_verbs", "infiniband_mad"} {
+		for _, name := range c.list("class/" + class) {
+			rel := "class/" + class + "/" + name
+			if name == "abi_version" {
+				continue
+			}
+			dir, _ := c.resolve(rel)
+			ibdev, _ := c.read(rel + "/ibdev")
+			ibdir, ok := c.resolve("class/infiniband/" + ibdev)
+			owner := strings.TrimSuffix(ibdir, "/infiniband/"+ibdev)
+			if want := owner + "/" + class + "/" + name; ok && dir != want {
+				c.fail("%s: resolves to %s, want %s", rel, dir, want)
+			}
+			c.match(rel+"/dev", reDev)
+			if class == "infiniband_mad" {
+				port, _ := c.read(rel + "/port")
+				if _, err := os.Stat(filepath.Join(c.root, "class/infiniband", ibdev, "ports", port)); err != nil {
+					c.fail("%s: port %q of %s does not exist", rel, port, ibdev)
+				}
+			}
+		}
+	}
+}
+
+func (c *checker) netdevs() {
+	for _, nd := range c.list("class/net") {
+		rel := "class/net/" + nd
+		dir, _ := c.resolve(rel)
+		if dir != "devices/virtual/net/"+nd && !(strings.HasPrefix(dir, "devices/pci") && strings.HasSuffix(dir, "/net/"+nd)) {
+			c.fail("%s: resolves to %s", rel, dir)
+		}
+		for _, f := range []string{"address", "mtu", "operstate", "carrier", "type", "dev_port"} {
+			c.read(rel + "/" + f)
+		}
+		if typ, _ := c.read(rel + "/type"); typ != "1" && typ != "32" {
+			c.fail("%s/type: %q", rel, typ)
+		}
+		if _, err := os.Lstat(filepath.Join(c.root, rel, "master")); err == nil {
+			m, _ := c.resolve(rel + "/master")
+			slaves, _ := c.read(rel + "/master/bonding/slaves")
+			if !strings.HasPrefix(m, "devices/virtual/net/") || !slices.Contains(strings.Fields(slaves), nd) {
+				c.fail("%s: master %s does not list it as a slave (%q)", rel, m, slaves)
+			}
+		}
+		if slaves, err := os.ReadFile(filepath.Join(c.root, rel, "bonding/slaves")); err == nil {
+			for _, s := range strings.Fields(string(slaves)) {
+				if m, _ := c.resolve("class/net/" + s + "/master"); m != dir {
+					c.fail("%s: slave %s has master %s", rel, s, m)
+				}
+			}
+		}
+	}
+}
+
+func TestProfilesConform(t *testing.T) {
+	for _, p := range Profiles() {
+		t.Run(p.Name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			if err := p.Node().Write(dir, WriteOptions{}); err != nil {
+				t.Fatalf("Write: %v", err)
+			}
+			for _, problem := range checkTree(filepath.Join(dir, SysDir)) {
+				t.Error(problem)
+			}
+		})
+	}
+}
+
+// TestCheckerCatches makes sure the conformance checker is not vacuous: each corruption
+// of a good tree must be reported.
+func TestCheckerCatches(t *testing.T) {
+	tests := []struct {
+		name    string
+		corrupt func(root string) error
+		want    string
+	}{
+		{"absolute link", func(r string) error {
+			return os.Symlink("/sys/devices/virtual/net/lo", filepath.Join(r, "class/net/lo"))
+		}, "absolute link"},
+		{"two values", func(r string) error {
+			return os.WriteFile(filepath.Join(r, "class/infiniband/mlx5_0/fw_ver"), []byte("1\n2\n"), 0o644)
+		}, "one value"},
+		{"no newline", func(r string) error {
+			return os.WriteFile(filepath.Join(r, "class/net/ibp3s0/mtu"), []byte("4092"), 0o644)
+		}, "trailing newline"},
+		{"compressed gid", func(r string) error {
+			return os.WriteFile(filepath.Join(r, "class/infiniband/mlx5_1/ports/1/gids/3"), []byte("::ffff:10.0.0.1\n"), 0o644)
+		}, "does not match"},
+		{"attributes of an unused gid", func(r string) error {
+			return os.WriteFile(filepath.Join(r, "class/infiniband/mlx5_1/ports/1/gid_attrs/types/9"), []byte("RoCE v2\n"), 0o644)
+		}, "unused gid 9"},
+		{"link leaving the root", func(r string) error {
+			return os.Symlink("../../../../etc", filepath.Join(r, "class/net/escape"))
+		}, "leaves the root"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := smallNode().Write(dir, WriteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			root := filepath.Join(dir, SysDir)
+			if problems := checkTree(root); len(problems) > 0 {
+				t.Fatalf("good tree reported: %v", problems)
+			}
+			if err := tc.corrupt(root); err != nil {
+				t.Fatal(err)
+			}
+			problems := strings.Join(checkTree(root), "\n")
+			if !strings.Contains(problems, tc.want) {
+				t.Errorf("problems %q do not mention %q", problems, tc.want)
+			}
+		})
+	}
+}
