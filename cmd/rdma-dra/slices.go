@@ -1,8 +1,123 @@
 package main
 
-import "github.com/urfave/cli/v2"
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
 
-// slicesCommand is being written; this placeholder keeps the tree building meanwhile.
+	"github.com/urfave/cli/v2"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/yaml"
+
+	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
+)
+
+// defaultSysfsRoot is the host's sysfs; only there does netlink describe the same node.
+const defaultSysfsRoot = "/sys"
+
+// slicesConfig is what the slices command needs.
+type slicesConfig struct {
+	nodeName, sysfsRoot, inventoryPath string
+	driverName, poolName               string
+	legacy                             bool
+	node                               nodeconfig.Flags
+}
+
 func slicesCommand() *cli.Command {
-	return &cli.Command{Name: "slices-placeholder", Hidden: true}
+	cfg := &slicesConfig{}
+	flags := []cli.Flag{
+		&cli.StringFlag{Name: "node", Usage: "the node the slices are for (required)", EnvVars: []string{"NODE_NAME"}, Destination: &cfg.nodeName},
+		&cli.StringFlag{Name: "sysfs-root", Usage: "where sysfs is read from, e.g. a mock node tree", Value: defaultSysfsRoot, EnvVars: []string{"SYSFS_ROOT"}, Destination: &cfg.sysfsRoot, TakesFile: true},
+		&cli.StringFlag{Name: "inventory", Usage: "read the inventory from this JSON file ('-' for stdin) instead of sysfs", EnvVars: []string{"INVENTORY"}, Destination: &cfg.inventoryPath, TakesFile: true},
+		&cli.BoolFlag{Name: "legacy", Usage: "the legacy device model, for clusters without partitionable devices and consumable capacity", EnvVars: []string{"LEGACY_MODEL"}, Destination: &cfg.legacy},
+		&cli.StringFlag{Name: "driver", Usage: "the DRA driver name", Value: devicemodel.DefaultDriverName, EnvVars: []string{"DRIVER_NAME"}, Destination: &cfg.driverName},
+		&cli.StringFlag{Name: "pool", Usage: "the pool name; default <node>" + devicemodel.PoolSuffix, EnvVars: []string{"POOL_NAME"}, Destination: &cfg.poolName},
+	}
+	return &cli.Command{
+		Name:  "slices",
+		Usage: "print the ResourceSlices this node would publish, as YAML that kubectl apply --dry-run=server checks",
+		Flags: append(flags, cfg.node.CLIFlags()...),
+		Action: func(c *cli.Context) error {
+			if c.IsSet("inventory") && c.IsSet("sysfs-root") {
+				return errors.New("--inventory and --sysfs-root exclude each other")
+			}
+			return runSlices(c.Context, cfg, c.App.Reader, c.App.Writer)
+		},
+	}
+}
+
+// runSlices discovers (or reads) the inventory, builds the device model and writes
+// the slices as YAML documents.
+func runSlices(ctx context.Context, cfg *slicesConfig, stdin io.Reader, out io.Writer) error {
+	if cfg.nodeName == "" {
+		return errors.New("--node is required")
+	}
+	nodeCfg, err := cfg.node.Config()
+	if err != nil {
+		return err
+	}
+	inv, err := loadInventory(ctx, cfg, stdin)
+	if err != nil {
+		return err
+	}
+	res, err := devicemodel.Build(inv, devicemodel.Options{
+		DriverName: cfg.driverName,
+		NodeName:   cfg.nodeName,
+		PoolName:   cfg.poolName,
+		Legacy:     cfg.legacy,
+		Config:     nodeCfg,
+	})
+	if err != nil {
+		return err
+	}
+	res.LogIssues(klog.FromContext(ctx))
+	for i, slice := range res.ResourceSlices() {
+		data, err := yaml.Marshal(slice)
+		if err != nil {
+			return fmt.Errorf("encode slice %s: %w", slice.Name, err)
+		}
+		if i > 0 {
+			if _, err := io.WriteString(out, "---\n"); err != nil {
+				return fmt.Errorf("write slices: %w", err)
+			}
+		}
+		if _, err := out.Write(data); err != nil {
+			return fmt.Errorf("write slices: %w", err)
+		}
+	}
+	return nil
+}
+
+func loadInventory(ctx context.Context, cfg *slicesConfig, stdin io.Reader) (*discovery.Inventory, error) {
+	if cfg.inventoryPath == "" {
+		d := discovery.New(discovery.Options{SysfsRoot: cfg.sysfsRoot, UseNetlink: cfg.sysfsRoot == defaultSysfsRoot})
+		inv, err := d.Discover(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("discover ports: %w", err)
+		}
+		return inv, nil
+	}
+	var data []byte
+	var err error
+	if cfg.inventoryPath == "-" {
+		data, err = io.ReadAll(stdin)
+	} else {
+		data, err = os.ReadFile(cfg.inventoryPath)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read inventory: %w", err)
+	}
+	inv := &discovery.Inventory{}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(inv); err != nil {
+		return nil, fmt.Errorf("decode inventory %s: %w", cfg.inventoryPath, err)
+	}
+	return inv, nil
 }
