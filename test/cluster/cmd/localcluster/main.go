@@ -1,0 +1,107 @@
+// Command localcluster builds, starts, checks and stops the single-node Kubernetes cluster
+// that the driver is developed and tested on. The make targets cluster-build, cluster-up,
+// cluster-down, cluster-status and cluster-smoke call it; see docs/local-cluster.md.
+//
+//	localcluster [flags] build|up|down|status|smoke
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/rdma-dra/rdma-dra-driver/test/cluster/bincache"
+	"github.com/rdma-dra/rdma-dra-driver/test/cluster/localcluster"
+)
+
+// envOr returns the environment variable's value, or def when it is unset or empty.
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func main() {
+	wd, _ := os.Getwd()
+	repo := flag.String("repo", envOr("LOCALCLUSTER_REPO", wd), "repository root (env LOCALCLUSTER_REPO)")
+	goCmd := flag.String("go", envOr("GO", "go"), "go command (env GO)")
+	containerd := flag.String("containerd-version", envOr("CONTAINERD_VERSION", "v2.4.2"), "containerd release built with go install (env CONTAINERD_VERSION)")
+	gates := flag.String("feature-gates", os.Getenv("FEATURE_GATES"), "feature gates for every component, A=true,B=false (env FEATURE_GATES)")
+	runtimeCfg := flag.String("runtime-config", envOr("RUNTIME_CONFIG", localcluster.DefaultRuntimeConfig), "kube-apiserver --runtime-config (env RUNTIME_CONFIG)")
+	fixture := flag.String("fixture", os.Getenv("FIXTURE"), "node tree with sys/ and dev/ to expose as the mock node; empty: write the default profile (env FIXTURE)")
+	profile := flag.String("mock-profile", envOr("MOCK_PROFILE", "dgx-h100"), "rdma-dra mock-node profile of the default fixture (env MOCK_PROFILE)")
+	skipSmoke := flag.Bool("skip-smoke", os.Getenv("SKIP_SMOKE") == "1", "do not run the smoke test at the end of up (env SKIP_SMOKE=1)")
+	verbosity := flag.Int("v", 2, "klog verbosity of the components")
+	flag.Usage = func() {
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: localcluster [flags] build|up|down|status|smoke\n")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if flag.NArg() != 1 {
+		flag.Usage()
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, log, flag.Arg(0), *repo, *goCmd, *containerd, localcluster.Options{
+		FeatureGates: *gates, RuntimeConfig: *runtimeCfg, Fixture: *fixture, MockProfile: *profile,
+		SkipSmoke: *skipSmoke, Verbosity: *verbosity,
+	}); err != nil {
+		log.Error("localcluster "+flag.Arg(0)+" failed", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, log *slog.Logger, cmd, repo, goCmd, containerdVersion string, o localcluster.Options) error {
+	repo, err := filepath.Abs(repo)
+	if err != nil {
+		return fmt.Errorf("repository path: %w", err)
+	}
+	if _, err := os.Stat(filepath.Join(repo, "test", "go.mod")); err != nil {
+		return fmt.Errorf("%s is not the repository root (no test/go.mod); pass -repo", repo)
+	}
+	if p, err := exec.LookPath(goCmd); err == nil {
+		goCmd = p
+	} else if _, err := os.Stat("/usr/local/go/bin/go"); err == nil {
+		goCmd = "/usr/local/go/bin/go"
+	}
+	layout := localcluster.NewLayout(repo)
+	bins, err := bincache.New(ctx, layout.Cache, filepath.Join(repo, "test"), goCmd, containerdVersion, log)
+	if err != nil {
+		return err
+	}
+	c := &localcluster.Cluster{Layout: layout, Bins: bins, Log: log, Go: goCmd}
+	switch cmd {
+	case "build":
+		return bins.EnsureAll(ctx)
+	case "up":
+		if err := localcluster.CheckHost(); err != nil {
+			return err
+		}
+		if err := bins.EnsureAll(ctx); err != nil {
+			return err
+		}
+		return c.Up(ctx, o)
+	case "down":
+		if err := c.Down(ctx); err != nil {
+			return err
+		}
+		log.Info("cluster down; logs kept", "logs", layout.Logs())
+		return nil
+	case "status":
+		return c.Status(ctx)
+	case "smoke":
+		return c.Smoke(ctx)
+	default:
+		return errors.New("unknown command " + cmd + "; want build, up, down, status or smoke")
+	}
+}

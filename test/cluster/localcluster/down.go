@@ -1,0 +1,189 @@
+package localcluster
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rdma-dra/rdma-dra-driver/test/cluster/host"
+)
+
+// stopOrder is the reverse of the start order, with kube-proxy and the kubelet first so
+// nothing restarts pods while they are being removed.
+var stopOrder = []string{"kube-proxy", "kubelet", "containerd", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"}
+
+// Down stops what Up started and removes the cluster's state; logs stay. It is idempotent
+// and goes on past errors, returning them all at the end.
+func (c *Cluster) Down(ctx context.Context) error {
+	l, log := c.Layout, c.Log
+	if err := CheckHost(); err != nil {
+		return err
+	}
+	var errs []error
+	note := func(err error) {
+		if err != nil {
+			log.Warn("cluster-down", "err", err)
+			errs = append(errs, err)
+		}
+	}
+	for _, name := range stopOrder {
+		if name == "containerd" {
+			// Pods first, through the CRI, while containerd still runs.
+			if r, err := readPidFile(l.PidFile("containerd")); err == nil && r.alive() {
+				note(removeAllPods(ctx, l, log))
+			}
+		}
+		stopped, err := stopProcess(l, name, 20*time.Second)
+		note(err)
+		if stopped {
+			log.Info("stopped", "component", name)
+		}
+	}
+	// Shims of our containerd detach from it; they run our shim binary.
+	if c.Bins != nil {
+		for _, pid := range processesOf(c.Bins.Containerd.Path("containerd-shim-runc-v2")) {
+			log.Info("stopping leftover shim", "pid", pid)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	// kube-proxy's iptables rules outlive it.
+	if c.Bins != nil {
+		if _, err := os.Stat(c.Bins.Kubernetes.Path("kube-proxy")); err == nil {
+			if out, err := exec.CommandContext(ctx, c.Bins.Kubernetes.Path("kube-proxy"), "--cleanup").CombinedOutput(); err != nil {
+				note(fmt.Errorf("kube-proxy --cleanup: %w: %s", err, out))
+			}
+		}
+	}
+	note(unmountUnder([]string{StateRoot, RunRoot, l.Out}))
+	if _, err := os.Stat("/sys/class/net/" + BridgeName); err == nil {
+		if out, err := exec.CommandContext(ctx, "ip", "link", "delete", BridgeName).CombinedOutput(); err != nil {
+			note(fmt.Errorf("delete bridge %s: %w: %s", BridgeName, err, out))
+		}
+	}
+	if data, err := os.ReadFile(l.SysctlFile()); err == nil {
+		var prev map[string]string
+		if json.Unmarshal(data, &prev) == nil {
+			note(host.RestoreSysctls(prev))
+		}
+	}
+	_ = os.Remove(l.SmokeCDISpec())
+	// State, but not the logs and not the binary cache.
+	for _, p := range []string{StateRoot, RunRoot, l.PKI(), l.Kubeconfigs(), l.Kubeconfig(), l.Config(), l.Images(), l.DefaultFixture(), l.EnvFile()} {
+		if err := os.RemoveAll(p); err != nil {
+			note(fmt.Errorf("remove %s: %w", p, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// unmountUnder unmounts every mount point below the given directories, deepest first, and
+// detaches the ones that are busy.
+func unmountUnder(dirs []string) error {
+	fh, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return fmt.Errorf("read mounts: %w", err)
+	}
+	defer fh.Close()
+	var points []string
+	sc := bufio.NewScanner(fh)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		mp := unescapeMount(fields[4])
+		for _, d := range dirs {
+			if mp == d || strings.HasPrefix(mp, strings.TrimSuffix(d, "/")+"/") {
+				points = append(points, mp)
+				break
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("read mounts: %w", err)
+	}
+	// Deepest first; a path mounted twice appears twice and is unmounted twice.
+	sort.Slice(points, func(i, j int) bool { return strings.Count(points[i], "/") > strings.Count(points[j], "/") })
+	var errs []error
+	for _, mp := range points {
+		if err := syscall.Unmount(mp, 0); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
+			if err := syscall.Unmount(mp, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) {
+				errs = append(errs, fmt.Errorf("unmount %s: %w", mp, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// unescapeMount undoes the octal escapes (\040 for a space) of /proc/self/mountinfo.
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			var v int
+			if _, err := fmt.Sscanf(s[i+1:i+4], "%o", &v); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// statusReport is the state of each process of the cluster.
+type statusReport struct {
+	rows    [][2]string
+	running int
+}
+
+func (c *Cluster) status() statusReport {
+	var st statusReport
+	for i := len(stopOrder) - 1; i >= 0; i-- {
+		name := stopOrder[i]
+		state := "stopped"
+		if r, err := readPidFile(c.Layout.PidFile(name)); err == nil {
+			if r.alive() {
+				state = fmt.Sprintf("running (pid %d)", r.Pid)
+				st.running++
+			} else {
+				state = fmt.Sprintf("dead (pid %d; see %s)", r.Pid, c.Layout.LogFile(name))
+			}
+		}
+		st.rows = append(st.rows, [2]string{name, state})
+	}
+	return st
+}
+
+// Status prints each process's state and, when the API server runs, the node.
+func (c *Cluster) Status(ctx context.Context) error {
+	st := c.status()
+	for _, r := range st.rows {
+		fmt.Printf("%-24s %s\n", r[0], r[1])
+	}
+	if st.running == 0 {
+		fmt.Println("The local cluster is down.")
+		return nil
+	}
+	if out, err := c.kubectl(ctx, "get", "nodes", "-o", "wide"); err == nil {
+		fmt.Print("\n" + out)
+	}
+	fmt.Printf("\nexport KUBECONFIG=%s\n", c.Layout.Kubeconfig())
+	if st.running != len(st.rows) {
+		return fmt.Errorf("%d of %d processes run; logs in %s", st.running, len(st.rows), filepath.Join(c.Layout.Logs()))
+	}
+	return nil
+}
