@@ -103,3 +103,142 @@ func TestWriteSmallNode(t *testing.T) {
 		t.Errorf("chardevs = %q, want %q", chardevs, want)
 	}
 }
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(n *Node)
+		want   []string
+	}{
+		{"valid", func(*Node) {}, nil},
+		{"duplicate pci address", func(n *Node) { n.PCIFunctions[1].Address = "0000:03:00.0" }, []string{"pci function 0000:03:00.0: duplicate address"}},
+		{"malformed pci address", func(n *Node) { n.PCIFunctions[0].Address = "03:00.0" }, []string{`pci function "03:00.0": malformed address`}},
+		{"vf without pf", func(n *Node) { n.PCIFunctions[2].PhysFn = "0000:99:00.0" }, []string{"pci function 0000:04:00.2: physfn 0000:99:00.0: no such PF"}},
+		{"vf of a vf", func(n *Node) {
+			n.PCIFunctions = append(n.PCIFunctions, PCIFunction{Address: "0000:04:00.3", PhysFn: "0000:04:00.2", NUMANode: -1})
+		}, []string{"physfn 0000:04:00.2 is itself a VF"}},
+		{"vf away from its pf", func(n *Node) { n.PCIFunctions[2].Root = "pci0000:80" }, []string{"VF must sit under the same root and bridges"}},
+		{"root in another domain", func(n *Node) { n.PCIFunctions[0].Root = "pci0001:00" }, []string{"root pci0001:00 is in another PCI domain"}},
+		{"pf without root", func(n *Node) { n.PCIFunctions[0].Root = "" }, []string{"pci function 0000:03:00.0: missing PCIe root"}},
+		{"duplicate ibdev", func(n *Node) { n.RDMADevices[1].Name = "mlx5_0" }, []string{"rdma device mlx5_0: duplicate name"}},
+		{"port out of range", func(n *Node) { n.RDMADevices[0].Ports[0].Number = 2 }, []string{"rdma device mlx5_0: port 2: out of range or out of order"}},
+		{"unknown state", func(n *Node) { n.RDMADevices[0].Ports[0].State = "UP" }, []string{`unknown state "UP"`}},
+		{"malformed rate", func(n *Node) { n.RDMADevices[0].Ports[0].Rate = "400G" }, []string{`malformed rate "400G"`}},
+		{"gid outside table", func(n *Node) { n.RDMADevices[1].Ports[0].GIDs[3].Index = 16 }, []string{"gid index 16 outside the table of 16 entries"}},
+		{"gid twice", func(n *Node) { n.RDMADevices[1].Ports[0].GIDs[3].Index = 2 }, []string{"gid index 2 listed twice"}},
+		{"gid of a missing netdev", func(n *Node) { n.RDMADevices[1].Ports[0].GIDs[0].Ndev = "eth9" }, []string{"gid index 0: netdev eth9 does not exist"}},
+		{"infiniband gid with netdev", func(n *Node) { n.RDMADevices[0].Ports[0].GIDs[0].Ndev = "ibp3s0" }, []string{"InfiniBand entries have no netdev"}},
+		{"missing pci function", func(n *Node) { n.RDMADevices[0].PCI = "0000:05:00.0" }, []string{"rdma device mlx5_0: pci function 0000:05:00.0 does not exist"}},
+		{"virtual without parent", func(n *Node) { n.RDMADevices[0].PCI = "" }, []string{"a virtual device needs a parent netdev"}},
+		{"malformed guid", func(n *Node) { n.RDMADevices[0].NodeGUID = "7c8c09030" }, []string{`malformed node_guid "7c8c09030"`}},
+		{"master not a bond", func(n *Node) { n.Netdevs[1].Master = "ibp3s0" }, []string{"netdev enp4s0f0np0: master ibp3s0 is not a bond"}},
+		{"bond with pci function", func(n *Node) { n.Netdevs[2].PCI = "0000:04:00.0" }, []string{"netdev bond0: a bond is a virtual interface"}},
+		{"duplicate netdev", func(n *Node) { n.Netdevs[2].Name = "ibp3s0" }, []string{"netdev ibp3s0: duplicate name"}},
+		{"netdev type", func(n *Node) { n.Netdevs[0].Type = 772 }, []string{"type 772: want 1 (Ethernet) or 32 (IPoIB)"}},
+		{"netns mode", func(n *Node) { n.NetnsMode = "shared" }, []string{`netns mode "shared": want Y or N`}},
+		{"every problem at once", func(n *Node) {
+			n.NetnsMode = "x"
+			n.RDMADevices[1].Name = "mlx5_0"
+			n.Netdevs[0].MTU = 0
+		}, []string{"netns mode", "duplicate name", "mtu 0"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			n := smallNode()
+			tc.mutate(n)
+			err := n.Validate()
+			if len(tc.want) == 0 {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Validate accepted the node, want %q", tc.want)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+			// An invalid node is refused before anything is written.
+			dir := filepath.Join(t.TempDir(), "out")
+			if werr := n.Write(dir, WriteOptions{}); werr == nil {
+				t.Error("Write accepted an invalid node")
+			}
+			if _, serr := os.Stat(dir); !os.IsNotExist(serr) {
+				t.Errorf("Write of an invalid node created %s", dir)
+			}
+		})
+	}
+}
+
+func TestWriteTarget(t *testing.T) {
+	t.Run("missing directory is created", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "a", "b")
+		if err := smallNode().Write(dir, WriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("non-empty directory is refused", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "notes"), []byte("mine\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		err := smallNode().Write(dir, WriteOptions{})
+		if err == nil || !strings.Contains(err.Error(), "is not empty") {
+			t.Fatalf("Write = %v, want a not-empty error", err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, SysDir)); !os.IsNotExist(err) {
+			t.Error("refused Write still wrote the tree")
+		}
+	})
+	t.Run("overwrite replaces only the mock node", func(t *testing.T) {
+		dir := t.TempDir()
+		p, _ := Lookup("sriov")
+		if err := p.Node().Write(dir, WriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "notes"), []byte("mine\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := smallNode().Write(dir, WriteOptions{Overwrite: true}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Lstat(filepath.Join(dir, "sys/class/infiniband/mlx5_16")); !os.IsNotExist(err) {
+			t.Error("the previous tree's mlx5_16 survived the overwrite")
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, "notes")); err != nil || string(b) != "mine\n" {
+			t.Errorf("overwrite touched a file it does not own: %q, %v", b, err)
+		}
+		if problems := checkTree(filepath.Join(dir, SysDir)); len(problems) > 0 {
+			t.Errorf("overwritten tree does not conform: %v", problems)
+		}
+	})
+	t.Run("a file as target is refused", func(t *testing.T) {
+		f := filepath.Join(t.TempDir(), "file")
+		if err := os.WriteFile(f, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := smallNode().Write(f, WriteOptions{Overwrite: true}); err == nil {
+			t.Error("Write into a regular file succeeded")
+		}
+	})
+}
+
+func TestKernelRel(t *testing.T) {
+	tests := []struct{ from, target, want string }{
+		{"class/infiniband", "devices/pci0000:00/0000:03:00.0/infiniband/mlx5_0", "../../devices/pci0000:00/0000:03:00.0/infiniband/mlx5_0"},
+		{"devices/pci0000:00/0000:03:00.0/infiniband/mlx5_0", "devices/pci0000:00/0000:03:00.0", "../../../0000:03:00.0"},
+		{"devices/pci0000:00/0000:3b:00.2", "devices/pci0000:00/0000:3b:00.0", "../0000:3b:00.0"},
+		{"bus/pci/devices", "devices/pci0000:00/0000:03:00.0", "../../../devices/pci0000:00/0000:03:00.0"},
+		{".", "module/ib_core", "module/ib_core"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.target, func(t *testing.T) {
+			if got := kernelRel(tc.from, tc.target); got != tc.want {
+				t.Errorf("kernelRel(%q, %q) = %q, want %q", tc.from, tc.target, got, tc.want)
+			}
+		})
+	}
+}
