@@ -26,7 +26,8 @@ type slicesConfig struct {
 	nodeName, sysfsRoot, inventoryPath string
 	driverName, poolName               string
 	legacy                             bool
-	node                               nodeconfig.Flags
+	configPath, modes                  string
+	shares                             int
 }
 
 func slicesCommand() *cli.Command {
@@ -38,11 +39,14 @@ func slicesCommand() *cli.Command {
 		&cli.BoolFlag{Name: "legacy", Usage: "the legacy device model, for clusters without partitionable devices and consumable capacity", EnvVars: []string{"LEGACY_MODEL"}, Destination: &cfg.legacy},
 		&cli.StringFlag{Name: "driver", Usage: "the DRA driver name", Value: devicemodel.DefaultDriverName, EnvVars: []string{"DRIVER_NAME"}, Destination: &cfg.driverName},
 		&cli.StringFlag{Name: "pool", Usage: "the pool name; default <node>" + devicemodel.PoolSuffix, EnvVars: []string{"POOL_NAME"}, Destination: &cfg.poolName},
+		&cli.StringFlag{Name: "config", Usage: "node configuration file (YAML or JSON): which ports, which modes, how many shares", EnvVars: []string{"NODE_CONFIG"}, Destination: &cfg.configPath, TakesFile: true},
+		&cli.StringFlag{Name: "modes", Usage: "devices per port: both, exclusive or shared (overrides the file)", EnvVars: []string{"PORT_MODES"}, Destination: &cfg.modes},
+		&cli.IntFlag{Name: "shares", Usage: fmt.Sprintf("shares per port, 1..%d (overrides the file)", nodeconfig.MaxShares), EnvVars: []string{"PORT_SHARES"}, Destination: &cfg.shares},
 	}
 	return &cli.Command{
 		Name:  "slices",
 		Usage: "print the ResourceSlices this node would publish, as YAML that kubectl apply --dry-run=server checks",
-		Flags: append(flags, cfg.node.CLIFlags()...),
+		Flags: flags,
 		Action: func(c *cli.Context) error {
 			if c.IsSet("inventory") && c.IsSet("sysfs-root") {
 				return errors.New("--inventory and --sysfs-root exclude each other")
@@ -58,7 +62,7 @@ func runSlices(ctx context.Context, cfg *slicesConfig, stdin io.Reader, out io.W
 	if cfg.nodeName == "" {
 		return errors.New("--node is required")
 	}
-	nodeCfg, err := cfg.node.Config()
+	nodeCfg, err := nodeconfig.FromFile(cfg.configPath, nodeconfig.Overrides{Modes: nodeconfig.Modes(cfg.modes), Shares: cfg.shares})
 	if err != nil {
 		return err
 	}

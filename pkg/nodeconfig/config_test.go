@@ -237,7 +237,7 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
-func TestFlags(t *testing.T) {
+func TestFromFile(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "node.yaml")
 	if err := os.WriteFile(file, []byte("modes: exclusive\nshares: 8\n"), 0o600); err != nil {
@@ -245,21 +245,22 @@ func TestFlags(t *testing.T) {
 	}
 	tests := []struct {
 		name    string
-		flags   Flags
+		path    string
+		o       Overrides
 		want    Config
 		wantErr string
 	}{
-		{name: "nothing", flags: Flags{}, want: Default()},
-		{name: "file", flags: Flags{Path: file}, want: Config{Version: Version, Modes: ModesExclusive, Shares: 8,
+		{name: "nothing", want: Default()},
+		{name: "file", path: file, want: Config{Version: Version, Modes: ModesExclusive, Shares: 8,
 			Legacy: LegacyConfig{Mode: LegacyModeExclusive, Shares: 8}}},
-		{name: "overrides move dependent defaults", flags: Flags{Path: file, Modes: "shared", Shares: 100},
+		{name: "overrides move dependent defaults", path: file, o: Overrides{Modes: ModesShared, Shares: 100},
 			want: Config{Version: Version, Modes: ModesShared, Shares: 100, Legacy: LegacyConfig{Mode: LegacyModeShared, Shares: 64}}},
-		{name: "bad override", flags: Flags{Modes: "some"}, wantErr: "modes"},
-		{name: "missing file", flags: Flags{Path: filepath.Join(dir, "none")}, wantErr: "read node config"},
+		{name: "bad override", o: Overrides{Modes: "some"}, wantErr: "modes"},
+		{name: "missing file", path: filepath.Join(dir, "none"), wantErr: "read node config"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := tc.flags.Config()
+			got, err := FromFile(tc.path, tc.o)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error %v, want %q", err, tc.wantErr)
