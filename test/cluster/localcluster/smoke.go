@@ -63,6 +63,9 @@ func (c *Cluster) Smoke(ctx context.Context) error {
 	if err := c.smokeCDI(ctx); err != nil {
 		return err
 	}
+	if err := c.smokeCDIPod(ctx); err != nil {
+		return err
+	}
 	c.Log.Info("smoke test passed", "took", time.Since(start).Round(time.Second).String())
 	return nil
 }
