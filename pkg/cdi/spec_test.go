@@ -206,3 +206,35 @@ func TestGoldenFilesAreUsed(t *testing.T) {
 		t.Errorf("%d golden files for %d cases (run with -update)", len(files), len(names))
 	}
 }
+
+// BenchmarkWrite8Ports measures preparing the CDI spec of a claim of eight ports, the
+// common training node.
+func BenchmarkWrite8Ports(b *testing.B) {
+	var tc specCase
+	for _, c := range specCases() {
+		if c.name == "eight-ib-ports" {
+			tc = c
+		}
+	}
+	ctx := b.Context()
+	b.Run("build", func(b *testing.B) {
+		opts := Options{Exists: tc.exists}
+		for b.Loop() {
+			if _, _, err := BuildSpec(ctx, testClaimUID, tc.devices, opts); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("write", func(b *testing.B) {
+		w := NewWriter(Options{SpecDir: b.TempDir(), Exists: tc.exists})
+		for b.Loop() {
+			// Remove first, so that every round writes instead of finding the file current.
+			if err := w.Remove(ctx, testClaimUID); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := w.Write(ctx, testClaimUID, tc.devices); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

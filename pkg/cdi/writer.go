@@ -129,10 +129,16 @@ func (w *Writer) Remove(ctx context.Context, claimUID string) error {
 		return err
 	}
 	name := SpecFileName(claimUID)
-	// The pattern is built from a validated UUID, so it has no glob metacharacters.
-	leftovers, _ := filepath.Glob(filepath.Join(w.opts.SpecDir, "."+name+".*.tmp"))
+	paths := []string{filepath.Join(w.opts.SpecDir, name)}
+	// Temporary files of this claim that a crash left behind (see writeSpecFile).
+	entries, _ := os.ReadDir(w.opts.SpecDir)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "."+name+".") && strings.HasSuffix(e.Name(), ".tmp") {
+			paths = append(paths, filepath.Join(w.opts.SpecDir, e.Name()))
+		}
+	}
 	removed := false
-	for _, p := range append([]string{filepath.Join(w.opts.SpecDir, name)}, leftovers...) {
+	for _, p := range paths {
 		err := os.Remove(p)
 		switch {
 		case err == nil:
