@@ -91,6 +91,10 @@ func (d *Driver) planClaim(ctx context.Context, cp *checkpoint.Checkpoint, claim
 	if err != nil {
 		return nil, nil, err
 	}
+	if len(entry.Devices) == 0 {
+		// Nothing of this driver's (the kubelet does not normally ask): nothing to write.
+		return nil, &kubeletplugin.PrepareResult{}, nil
+	}
 	existing := cp.Claims[uid]
 	if existing != nil && existing.Phase == checkpoint.PhasePrepareCompleted && !existing.Adopted && sameAllocation(existing.Devices, entry.Devices) {
 		answer := answerFor(existing)
