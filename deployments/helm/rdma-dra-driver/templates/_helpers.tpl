@@ -72,7 +72,8 @@ the paths the plugin writes into CDI specs and sockets are valid on the host too
 {{- end }}
 
 {{/* The CEL selector of a DeviceClass: this driver's devices of one mode. The attribute
-names are checked against pkg/devicemodel by deployments/deployments_test.go. */}}
+domain is rdma.dra.io whatever the driver is named (devicemodel.AttributeDomain); the
+attribute names are checked against pkg/devicemodel by deployments/deployments_test.go. */}}
 {{- define "rdma-dra-driver.modeSelector" -}}
-device.driver == {{ .driverName | quote }} && device.attributes[{{ .driverName | quote }}].mode == {{ .mode | quote }}
+device.driver == {{ .driverName | quote }} && device.attributes["rdma.dra.io"].mode == {{ .mode | quote }}
 {{- end }}

@@ -1,0 +1,353 @@
+package deployments
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+)
+
+// pluginEnv are the environment variables the chart sets on the kubelet plugin. When
+// cmd/rdma-dra-kubeletplugin exists, TestPluginReadsEveryEnv checks each against the
+// EnvVars its flags declare; this list is what the chart promises until then.
+var pluginEnv = []string{
+	"NODE_NAME", "POD_UID", "DRIVER_NAME", "DEVICE_MODEL", "SYSFS_ROOT", "DEV_ROOT", "CDI_ROOT",
+	"KUBELET_REGISTRAR_DIRECTORY_PATH", "KUBELET_PLUGINS_DIRECTORY_PATH", "HOOK_INSTALL_DIR",
+	"HEALTHCHECK_PORT", "METRICS_ADDRESS", "LOG_VERBOSITY", "LOG_FORMAT",
+}
+
+func pluginContainer(t *testing.T, ds *appsv1.DaemonSet) corev1.Container {
+	t.Helper()
+	if n := len(ds.Spec.Template.Spec.Containers); n != 1 {
+		t.Fatalf("DaemonSet %s: want 1 container, got %d", ds.Name, n)
+	}
+	return ds.Spec.Template.Spec.Containers[0]
+}
+
+func TestKubeletPluginDaemonSet(t *testing.T) {
+	for _, file := range staticFiles {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			objs := decodeFile(t, file)
+			ds := one[*appsv1.DaemonSet](t, objs)
+			pod := ds.Spec.Template.Spec
+			c := pluginContainer(t, ds)
+
+			checks := []struct {
+				what string
+				ok   bool
+			}{
+				{"hostNetwork", pod.HostNetwork},
+				{"dnsPolicy ClusterFirstWithHostNet", pod.DNSPolicy == corev1.DNSClusterFirstWithHostNet},
+				{"priorityClassName system-node-critical", pod.PriorityClassName == "system-node-critical"},
+				{"no hostPID/hostIPC", !pod.HostPID && !pod.HostIPC},
+				{"RollingUpdate", ds.Spec.UpdateStrategy.Type == appsv1.RollingUpdateDaemonSetStrategyType},
+				{"maxSurge 1", ds.Spec.UpdateStrategy.RollingUpdate != nil && ds.Spec.UpdateStrategy.RollingUpdate.MaxSurge != nil &&
+					ds.Spec.UpdateStrategy.RollingUpdate.MaxSurge.IntValue() == 1},
+				{"maxUnavailable 0", ds.Spec.UpdateStrategy.RollingUpdate != nil && ds.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable != nil &&
+					ds.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable.IntValue() == 0},
+				{"command is the kubelet plugin", slices.Equal(c.Command, []string{"/usr/bin/rdma-dra-kubeletplugin"})},
+				{"gRPC liveness probe on HEALTHCHECK_PORT", c.LivenessProbe != nil && c.LivenessProbe.GRPC != nil &&
+					strconv.Itoa(int(c.LivenessProbe.GRPC.Port)) == envValue(c, "HEALTHCHECK_PORT")},
+				{"selector matches template labels", ds.Spec.Selector != nil && isSubset(ds.Spec.Selector.MatchLabels, ds.Spec.Template.Labels)},
+			}
+			for _, ck := range checks {
+				if !ck.ok {
+					t.Errorf("DaemonSet %s: want %s", ds.Name, ck.what)
+				}
+			}
+
+			// POD_UID enables the rolling update with surge: two plugin pods on a node
+			// register under different sockets.
+			for name, path := range map[string]string{"NODE_NAME": "spec.nodeName", "POD_UID": "metadata.uid"} {
+				if got := envFieldPath(c, name); got != path {
+					t.Errorf("env %s: want fieldRef %s, got %q", name, path, got)
+				}
+			}
+		})
+	}
+}
+
+func TestKubeletPluginSecurityContext(t *testing.T) {
+	for _, file := range staticFiles {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			ds := one[*appsv1.DaemonSet](t, decodeFile(t, file))
+			for _, c := range append(ds.Spec.Template.Spec.InitContainers, ds.Spec.Template.Spec.Containers...) {
+				sc := c.SecurityContext
+				if sc == nil {
+					t.Fatalf("container %s: no securityContext", c.Name)
+				}
+				checks := []struct {
+					what string
+					ok   bool
+				}{
+					{"not privileged", sc.Privileged == nil || !*sc.Privileged},
+					{"allowPrivilegeEscalation false", sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation},
+					{"readOnlyRootFilesystem", sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem},
+					{"drops ALL capabilities", sc.Capabilities != nil && slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"})},
+					{"adds no capability", sc.Capabilities == nil || len(sc.Capabilities.Add) == 0},
+					{"seccomp RuntimeDefault", sc.SeccompProfile != nil && sc.SeccompProfile.Type == corev1.SeccompProfileTypeRuntimeDefault},
+					{"no procMount Unmasked", sc.ProcMount == nil || *sc.ProcMount == corev1.DefaultProcMount},
+				}
+				for _, ck := range checks {
+					if !ck.ok {
+						t.Errorf("container %s: want %s", c.Name, ck.what)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestKubeletPluginMounts checks that every host path the plugin is told about is mounted
+// at the same path (so the paths it writes into CDI specs are valid on the host) and that
+// it can write only where it must.
+func TestKubeletPluginMounts(t *testing.T) {
+	wantWritable := []string{"CDI_ROOT", "KUBELET_REGISTRAR_DIRECTORY_PATH", "HOOK_INSTALL_DIR"}
+	for _, file := range staticFiles {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			ds := one[*appsv1.DaemonSet](t, decodeFile(t, file))
+			c := pluginContainer(t, ds)
+			hostPaths := map[string]string{} // volume name -> host path
+			for _, v := range ds.Spec.Template.Spec.Volumes {
+				if v.HostPath != nil {
+					hostPaths[v.Name] = v.HostPath.Path
+				}
+			}
+			mounts := map[string]corev1.VolumeMount{} // container path -> mount
+			for _, m := range c.VolumeMounts {
+				if hp, ok := hostPaths[m.Name]; ok && hp != m.MountPath {
+					t.Errorf("volume %s: host path %s mounted at %s, want the same path", m.Name, hp, m.MountPath)
+				}
+				mounts[m.MountPath] = m
+			}
+			mountOf := func(path string) (corev1.VolumeMount, bool) {
+				for p := path; p != "/" && p != "."; p = filepath.Dir(p) {
+					if m, ok := mounts[p]; ok {
+						return m, true
+					}
+				}
+				return corev1.VolumeMount{}, false
+			}
+
+			for _, env := range wantWritable {
+				m, ok := mountOf(envValue(c, env))
+				if !ok || m.ReadOnly {
+					t.Errorf("%s=%s: want a writable host mount, got %+v", env, envValue(c, env), m)
+				}
+			}
+			// The plugin's own directory below KUBELET_PLUGINS_DIRECTORY_PATH, not the
+			// other plugins'.
+			own := filepath.Join(envValue(c, "KUBELET_PLUGINS_DIRECTORY_PATH"), envValue(c, "DRIVER_NAME"))
+			if m, ok := mounts[own]; !ok || m.ReadOnly {
+				t.Errorf("want %s mounted writable, got %+v", own, m)
+			}
+			if _, ok := mounts[envValue(c, "KUBELET_PLUGINS_DIRECTORY_PATH")]; ok {
+				t.Errorf("the whole plugins directory is mounted; want only %s", own)
+			}
+			for _, env := range []string{"SYSFS_ROOT", "DEV_ROOT"} {
+				path := envValue(c, env)
+				if env == "DEV_ROOT" {
+					path = filepath.Join(path, "infiniband")
+				}
+				m, ok := mountOf(path)
+				if !ok || !m.ReadOnly {
+					t.Errorf("%s: want %s on a read-only host mount, got %+v", env, path, m)
+				}
+			}
+			for _, v := range ds.Spec.Template.Spec.Volumes {
+				if v.HostPath != nil && (v.HostPath.Path == "/" || v.HostPath.Path == "/dev" || v.HostPath.Path == "/var/lib/kubelet") {
+					t.Errorf("volume %s mounts all of %s", v.Name, v.HostPath.Path)
+				}
+			}
+		})
+	}
+}
+
+func TestKubeletPluginEnv(t *testing.T) {
+	for _, file := range staticFiles {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			c := pluginContainer(t, one[*appsv1.DaemonSet](t, decodeFile(t, file)))
+			got := sets.New[string]()
+			for _, e := range c.Env {
+				if got.Has(e.Name) {
+					t.Errorf("env %s set twice", e.Name)
+				}
+				got.Insert(e.Name)
+			}
+			if want := sets.New(pluginEnv...); !got.Equal(want) {
+				t.Errorf("env: missing %v, unexpected %v", sets.List(want.Difference(got)), sets.List(got.Difference(want)))
+			}
+			wantValues := map[string]string{"DRIVER_NAME": "rdma.dra.io", "CDI_ROOT": "/var/run/cdi", "DEVICE_MODEL": "auto"}
+			if strings.Contains(file, "mock") {
+				wantValues["SYSFS_ROOT"] = "/var/lib/rdma-dra/mock/sys"
+				wantValues["DEV_ROOT"] = "/var/lib/rdma-dra/mock/dev"
+			} else {
+				wantValues["SYSFS_ROOT"] = "/sys"
+				wantValues["DEV_ROOT"] = "/dev"
+			}
+			for name, want := range wantValues {
+				if got := envValue(c, name); got != want {
+					t.Errorf("env %s=%q, want %q", name, got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestPluginReadsEveryEnv checks that every variable the chart sets is one the plugin's
+// flags read (EnvVars in cmd/rdma-dra-kubeletplugin and the shared internal/cliflags),
+// found by parsing their source: a renamed flag fails here instead of being ignored by
+// the plugin at run time. NODE_CONFIG is set only when the chart has a node config.
+func TestPluginReadsEveryEnv(t *testing.T) {
+	dirs := []string{"../cmd/rdma-dra-kubeletplugin", "../internal/cliflags"}
+	if _, err := os.Stat(dirs[0]); os.IsNotExist(err) {
+		t.Skip("cmd/rdma-dra-kubeletplugin does not exist yet; pluginEnv is the contract")
+	}
+	read := sets.New[string]()
+	for _, dir := range dirs {
+		read = read.Union(envVarsIn(t, dir))
+	}
+	for _, name := range append(slices.Clone(pluginEnv), "NODE_CONFIG") {
+		if !read.Has(name) {
+			t.Errorf("the chart sets %s but no flag of the plugin reads it (flags read %v)", name, sets.List(read))
+		}
+	}
+}
+
+// envVarsIn returns the string literals of every `EnvVars: []string{...}` field in the
+// non-test Go files of dir.
+func envVarsIn(t *testing.T, dir string) sets.Set[string] {
+	t.Helper()
+	fset := token.NewFileSet()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := sets.New[string]()
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		file, err := parser.ParseFile(fset, f, nil, 0)
+		if err != nil {
+			t.Fatalf("parse %s: %v", f, err)
+		}
+		ast.Inspect(file, func(n ast.Node) bool {
+			kv, ok := n.(*ast.KeyValueExpr)
+			if !ok {
+				return true
+			}
+			if key, ok := kv.Key.(*ast.Ident); !ok || key.Name != "EnvVars" {
+				return true
+			}
+			if lit, ok := kv.Value.(*ast.CompositeLit); ok {
+				for _, e := range lit.Elts {
+					if bl, ok := e.(*ast.BasicLit); ok && bl.Kind == token.STRING {
+						if s, err := strconv.Unquote(bl.Value); err == nil {
+							out.Insert(s)
+						}
+					}
+				}
+			}
+			return true
+		})
+	}
+	return out
+}
+
+// TestRBACLeastPrivilege checks the plugin's ClusterRole rule by rule: no wildcards, and
+// nothing beyond what its libraries call.
+func TestRBACLeastPrivilege(t *testing.T) {
+	allowed := map[string]sets.Set[string]{ // group/resource -> verbs
+		"/nodes":                                sets.New("get"),
+		"resource.k8s.io/resourceslices":        sets.New("get", "list", "watch", "create", "update", "delete"),
+		"resource.k8s.io/resourceclaims":        sets.New("get", "list", "watch"),
+		"/events":                               sets.New("create", "patch"),
+		"events.k8s.io/events":                  sets.New("create", "patch"),
+		"resource.k8s.io/resourceclaims/status": sets.New("patch", "update"),
+		// Only for this driver's name (checked below) and only on the plugin's own node.
+		"resource.k8s.io/resourceclaims/driver": sets.New("associated-node:patch", "associated-node:update"),
+	}
+	for _, file := range staticFiles {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			objs := decodeFile(t, file)
+			for _, role := range only[*rbacv1.ClusterRole](objs) {
+				if role.AggregationRule != nil {
+					t.Errorf("ClusterRole %s aggregates other roles", role.Name)
+				}
+				for i, r := range role.Rules {
+					if len(r.NonResourceURLs) > 0 {
+						t.Errorf("rule %d: non-resource URLs %v", i, r.NonResourceURLs)
+					}
+					for _, list := range [][]string{r.APIGroups, r.Resources, r.Verbs, r.ResourceNames} {
+						if slices.ContainsFunc(list, func(s string) bool { return strings.Contains(s, "*") }) {
+							t.Errorf("rule %d: wildcard in %v", i, list)
+						}
+					}
+					for _, g := range r.APIGroups {
+						for _, res := range r.Resources {
+							want, ok := allowed[g+"/"+res]
+							if !ok {
+								t.Errorf("rule %d: %s/%s is not needed", i, g, res)
+								continue
+							}
+							if extra := sets.New(r.Verbs...).Difference(want); extra.Len() > 0 {
+								t.Errorf("rule %d: verbs %v on %s/%s are not needed", i, sets.List(extra), g, res)
+							}
+							if res == "resourceclaims/driver" && !slices.Equal(r.ResourceNames, []string{"rdma.dra.io"}) {
+								t.Errorf("rule %d: resourceclaims/driver must be limited to resourceNames [rdma.dra.io], got %v", i, r.ResourceNames)
+							}
+						}
+					}
+				}
+			}
+			sa := one[*corev1.ServiceAccount](t, objs)
+			ds := one[*appsv1.DaemonSet](t, objs)
+			if ds.Spec.Template.Spec.ServiceAccountName != sa.Name {
+				t.Errorf("DaemonSet runs as %q, want the ServiceAccount %q", ds.Spec.Template.Spec.ServiceAccountName, sa.Name)
+			}
+			binding := one[*rbacv1.ClusterRoleBinding](t, objs)
+			want := rbacv1.Subject{Kind: "ServiceAccount", Name: sa.Name, Namespace: sa.Namespace}
+			if !slices.Equal(binding.Subjects, []rbacv1.Subject{want}) {
+				t.Errorf("ClusterRoleBinding subjects %v, want only %v", binding.Subjects, want)
+			}
+		})
+	}
+}
+
+func envValue(c corev1.Container, name string) string {
+	for _, e := range c.Env {
+		if e.Name == name {
+			return e.Value
+		}
+	}
+	return ""
+}
+
+func envFieldPath(c corev1.Container, name string) string {
+	for _, e := range c.Env {
+		if e.Name == name && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+			return e.ValueFrom.FieldRef.FieldPath
+		}
+	}
+	return ""
+}
+
+func isSubset(sub, super map[string]string) bool {
+	for k, v := range sub {
+		if super[k] != v {
+			return false
+		}
+	}
+	return len(sub) > 0
+}
