@@ -143,7 +143,7 @@ func NewDriver(ctx context.Context, opts DriverOptions) (*Driver, error) {
 	if d.fatal == nil {
 		d.fatal = func(error) {}
 	}
-	d.status = &statusWriter{driverName: d.driverName, kube: d.kube, clock: d.clock}
+	d.status = newStatusWriter(d.driverName, d.kube, d.clock)
 	err := d.transaction(ctx, func(ctx context.Context, cp *checkpoint.Checkpoint) (bool, error) {
 		// Loading already recovered what it could; saving makes the recovery stick
 		// (the new boot ID, the empty state after a quarantine).
@@ -201,6 +201,9 @@ func (d *Driver) transaction(ctx context.Context, fn func(context.Context, *chec
 	d.updateGauges(cp)
 	return nil
 }
+
+// RunStatusWriter writes the claims' device status in the background until ctx ends.
+func (d *Driver) RunStatusWriter(ctx context.Context) { d.status.Run(ctx) }
 
 // save writes cp inside a transaction.
 func (d *Driver) save(cp *checkpoint.Checkpoint) error {

@@ -132,6 +132,9 @@ func (h *harness) driver() *Driver {
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	ctx, cancel := context.WithCancel(h.ctx)
+	h.t.Cleanup(cancel)
+	go d.RunStatusWriter(ctx)
 	return d
 }
 

@@ -19,7 +19,7 @@ import (
 const (
 	stepStartedSaved   = "prepare: started saved"
 	stepSpecWritten    = "prepare: spec written"
-	stepStatusWritten  = "prepare: status written"
+	stepStatusQueued   = "prepare: status queued"
 	stepCompletedSaved = "prepare: completed saved"
 	stepSpecRemoved    = "unprepare: spec removed"
 	stepEntryRemoved   = "unprepare: entry removed"
@@ -141,8 +141,8 @@ func (d *Driver) writeClaim(ctx context.Context, cp *checkpoint.Checkpoint, plan
 	for i := range plan.entry.Devices {
 		plan.entry.Devices[i].CDIDeviceIDs = ids[i]
 	}
-	d.status.write(ctx, plan.claim, plan.entry.Devices, plan.devices)
-	d.stepDone(stepStatusWritten)
+	d.status.enqueue(ctx, plan.claim, plan.entry.Clone().Devices, plan.devices)
+	d.stepDone(stepStatusQueued)
 	plan.entry.Phase = checkpoint.PhasePrepareCompleted
 	plan.entry.UpdatedAt = d.now()
 	return answerFor(plan.entry)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	resourceapi "k8s.io/api/resource/v1"
@@ -65,10 +66,7 @@ func TestPrepareExclusive(t *testing.T) {
 // checkStatus checks the claim's status.devices written by prepare.
 func checkStatus(t *testing.T, h *harness, claim *resourceapi.ResourceClaim, n int) {
 	t.Helper()
-	got, err := h.kube.ResourceV1().ResourceClaims(claim.Namespace).Get(context.Background(), claim.Name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := waitForStatus(t, h, claim.Name)
 	if len(got.Status.Devices) != n {
 		t.Fatalf("status has %d devices, want %d", len(got.Status.Devices), n)
 	}
@@ -88,6 +86,22 @@ func checkStatus(t *testing.T, h *harness, claim *resourceapi.ResourceClaim, n i
 	}
 	if data.IBDev != "mlx5_0" || data.Port != 1 || data.LinkLayer != "InfiniBand" || !strings.HasPrefix(data.UVerbs, "/dev/infiniband/uverbs") {
 		t.Errorf("status data: %+v", data)
+	}
+}
+
+// waitForStatus waits until the background writer wrote the claim's device status.
+func waitForStatus(t *testing.T, h *harness, name string) *resourceapi.ResourceClaim {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := h.kube.ResourceV1().ResourceClaims("ns").Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Status.Devices) > 0 || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -111,10 +125,7 @@ func TestPrepareSharedWithShareIDs(t *testing.T) {
 			t.Errorf("claim %s: share %v, CDI IDs %v, want %s and %s", tc.claim.Name, dev.ShareID, dev.CDIDeviceIDs, tc.share, wantID)
 		}
 	}
-	got, err := h.kube.ResourceV1().ResourceClaims("ns").Get(context.Background(), "b", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := waitForStatus(t, h, "b")
 	if len(got.Status.Devices) != 1 || got.Status.Devices[0].ShareID == nil || *got.Status.Devices[0].ShareID != shareB {
 		t.Errorf("status of b: %+v", got.Status.Devices)
 	}

@@ -50,7 +50,7 @@ func crashed(fn func()) (didCrash bool) {
 // starts a new one on the same directories and lets the kubelet retry: the answer must
 // be the one an uninterrupted run gives, and nothing may be left once unprepared.
 func TestCrashAtEveryStep(t *testing.T) {
-	prepareSteps := []string{stepStartedSaved, stepSpecWritten, stepStatusWritten, stepCompletedSaved}
+	prepareSteps := []string{stepStartedSaved, stepSpecWritten, stepStatusQueued, stepCompletedSaved}
 	unprepareSteps := []string{stepSpecRemoved, stepEntryRemoved}
 
 	ref := newHarness(t, "dgx-h100")

@@ -187,6 +187,7 @@ func Run(ctx context.Context, cfg Config) error {
 	realClock := clock.RealClock{}
 	go publisher.Run(ctx, Periodic(ctx, realClock, cfg.RescanInterval))
 	go driver.RunCleanup(ctx, realClock, cfg.CleanupInterval)
+	go driver.RunStatusWriter(ctx)
 	if cfg.HealthcheckPort >= 0 {
 		// The kubelet's gRPC probe dials the pod IP, which with hostNetwork is the
 		// node's address, so the port listens on all addresses; it tells nothing but

@@ -35,24 +35,65 @@ type DeviceData struct {
 	UVerbs string `json:"uverbs,omitempty"`
 }
 
+// statusQueueSize bounds the status updates waiting for the API server; beyond it
+// updates are dropped with a log line (status is informational).
+const statusQueueSize = 1024
+
 // statusWriter writes status.devices of prepared claims with server-side apply, owned by
 // the field manager of the driver's name, so that it neither races with nor overwrites
 // other writers of the claim's status.
+//
+// Writes happen in the background (Run): the helper serializes all prepare calls of the
+// node, and a slow API server must not hold up every pod's start for a field that is
+// for humans and tools. A crash may lose a queued update; the pod runs all the same.
 type statusWriter struct {
 	driverName      string
 	kube            kubernetes.Interface
 	clock           clock.PassiveClock
 	forbiddenLogged atomic.Bool
+	queue           chan statusJob
 }
 
-// write applies the status of the claim's devices. Status is for humans and tools, not
-// for the pod's start, so failures are logged and do not fail the preparation.
-func (s *statusWriter) write(ctx context.Context, claim *resourceapi.ResourceClaim, prepared []checkpoint.Device, devices []cdi.ClaimDevice) {
+type statusJob struct {
+	claim    *resourceapi.ResourceClaim
+	prepared []checkpoint.Device
+	devices  []cdi.ClaimDevice
+	at       metav1.Time
+}
+
+func newStatusWriter(driverName string, kube kubernetes.Interface, c clock.PassiveClock) *statusWriter {
+	return &statusWriter{driverName: driverName, kube: kube, clock: c, queue: make(chan statusJob, statusQueueSize)}
+}
+
+// enqueue schedules the status of a prepared claim.
+func (s *statusWriter) enqueue(ctx context.Context, claim *resourceapi.ResourceClaim, prepared []checkpoint.Device, devices []cdi.ClaimDevice) {
 	if s.kube == nil || len(prepared) == 0 {
 		return
 	}
+	job := statusJob{claim: claim, prepared: prepared, devices: devices, at: metav1.NewTime(s.clock.Now().Truncate(1e9))}
+	select {
+	case s.queue <- job:
+	default:
+		klog.FromContext(ctx).Error(nil, "Too many claim status updates pending, dropping one", "claim", klog.KObj(claim))
+	}
+}
+
+// Run writes queued status updates until ctx ends.
+func (s *statusWriter) Run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case job := <-s.queue:
+			s.write(ctx, job)
+		}
+	}
+}
+
+// write applies the status of the claim's devices. Failures are logged only.
+func (s *statusWriter) write(ctx context.Context, job statusJob) {
+	claim, prepared, devices, now := job.claim, job.prepared, job.devices, job.at
 	logger := klog.FromContext(ctx)
-	now := metav1.NewTime(s.clock.Now().Truncate(1e9))
 	status := resourceac.ResourceClaimStatus()
 	for i, dev := range prepared {
 		port := devices[i].Port
