@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"path"
+	"sync"
 	"sync/atomic"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -52,6 +53,9 @@ type statusWriter struct {
 	clock           clock.PassiveClock
 	forbiddenLogged atomic.Bool
 	queue           chan statusJob
+	// pending counts queued and running jobs, so that tests and benchmarks can wait
+	// for the writer to be idle.
+	pending sync.WaitGroup
 }
 
 type statusJob struct {
@@ -71,9 +75,11 @@ func (s *statusWriter) enqueue(ctx context.Context, claim *resourceapi.ResourceC
 		return
 	}
 	job := statusJob{claim: claim, prepared: prepared, devices: devices, at: metav1.NewTime(s.clock.Now().Truncate(1e9))}
+	s.pending.Add(1)
 	select {
 	case s.queue <- job:
 	default:
+		s.pending.Done()
 		klog.FromContext(ctx).Error(nil, "Too many claim status updates pending, dropping one", "claim", klog.KObj(claim))
 	}
 }
@@ -86,6 +92,7 @@ func (s *statusWriter) Run(ctx context.Context) {
 			return
 		case job := <-s.queue:
 			s.write(ctx, job)
+			s.pending.Done()
 		}
 	}
 }
