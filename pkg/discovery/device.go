@@ -35,7 +35,7 @@ func (s *scan) device(ibdev string, chars *charIndex) []Port {
 		// Devices without a PCI function (soft-RoCE, soft-iWARP) run over a netdev.
 		base.Virtual = true
 		parent, _ = read(s, dir+" parent netdev", dir+"/parent", sysfs.ParseIfName)
-		base.Model, base.Driver = virtualModel(nodeType, nodeTypeOK)
+		base.Model = virtualModel(nodeType, nodeTypeOK)
 	}
 	base.LAG = isHardwareLAG(ibdev)
 	if v, ok := chars.verbs[ibdev]; ok {
@@ -105,9 +105,7 @@ func (s *scan) pciFunction(p *Port, link string) {
 		p.SRIOVVF = true
 		if pf, err := s.fs.Resolve(fn + "/physfn"); err == nil && isBusID(path.Base(pf)) {
 			p.PhysFn = path.Base(pf)
-			if dev, ok := read(s, pf+" device", pf+"/device", sysfs.ParsePCIID); ok {
-				pfModel = modelName(p.VendorID, dev, "")
-			}
+			pfModel = s.pfModel(pf, p.VendorID)
 		} else if err != nil {
 			s.unknown(fn+" physical function", err)
 		}
@@ -144,3 +142,17 @@ func isBusID(s string) bool {
 type pathError struct{ path, want string }
 
 func (e *pathError) Error() string { return "unexpected path " + e.path + ", want " + e.want }
+
+// pfModel returns the model of the PF at the canonical path pf, reading its device ID
+// once per scan: a PF may have hundreds of VFs.
+func (s *scan) pfModel(pf, vendor string) string {
+	if m, ok := s.pfModels[pf]; ok {
+		return m
+	}
+	m := ""
+	if dev, ok := read(s, pf+" device", pf+"/device", sysfs.ParsePCIID); ok {
+		m = modelName(vendor, dev, "")
+	}
+	s.pfModels[pf] = m
+	return m
+}

@@ -56,9 +56,8 @@ func (d *Discoverer) Discover(ctx context.Context) (*Inventory, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = f.Close() }()
 
-	s := &scan{d: d, fs: f, logger: klog.FromContext(ctx)}
+	s := &scan{d: d, fs: f, logger: klog.FromContext(ctx), pfModels: map[string]string{}}
 	inv := &Inventory{NetnsMode: s.netnsMode(), Ports: []Port{}}
 	ibdevs, err := f.ReadDirNames("class/infiniband")
 	if errors.Is(err, fs.ErrNotExist) {
@@ -110,6 +109,8 @@ type scan struct {
 	d      *Discoverer
 	fs     *sysfs.FS
 	logger logr.Logger
+	// pfModels caches the model of each PF by canonical path.
+	pfModels map[string]string
 }
 
 // unknown logs, once per Discoverer, that a fact could not be read.

@@ -60,7 +60,7 @@ func wantMixed() []Port {
 		{
 			IBDev: "rxe0", Port: 1, LinkLayer: LinkLayerEthernet, State: "ACTIVE", PhysState: "LinkUp",
 			SpeedGbps: ptr(2), Rate: "2.5 Gb/sec (1X SDR)", Netdev: "eth0", MTU: ptr(1500), GIDIndex: ptr(3),
-			NodeGUID: mocknode.GUID(mocknode.MACToGUID(macEth0)), FWVer: "0.0.0", Model: ModelSoftRoCE, Driver: "rdma_rxe",
+			NodeGUID: mocknode.GUID(mocknode.MACToGUID(macEth0)), FWVer: "0.0.0", Model: ModelSoftRoCE,
 			Virtual: true, Verbs: c["uverbs4"],
 		},
 	}

@@ -73,8 +73,7 @@ type Port struct {
 	// VendorID and DeviceID are the PCI IDs as four lower-case hex digits without 0x.
 	VendorID string `json:"vendorID,omitempty"`
 	DeviceID string `json:"deviceID,omitempty"`
-	// Driver is the PCI function's kernel driver, e.g. mlx5_core; for a virtual device, the
-	// module of its RDMA driver (rdma_rxe, siw).
+	// Driver is the PCI function's kernel driver, e.g. mlx5_core.
 	Driver string `json:"driver,omitempty"`
 	// PCIBusID is the PCI function's address, e.g. 0000:03:00.0; empty for virtual devices.
 	PCIBusID string `json:"pciBusID,omitempty"`

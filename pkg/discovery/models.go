@@ -88,22 +88,20 @@ func modelName(vendor, device, pfModel string) string {
 	return m
 }
 
-// Names and kernel modules of RDMA devices that have no PCI function.
+// Names of RDMA devices that have no PCI function.
 const (
 	ModelSoftRoCE  = "Soft-RoCE"
 	ModelSoftIWARP = "Soft-iWARP"
-	driverRXE      = "rdma_rxe"
-	driverSIW      = "siw"
 )
 
 // virtualModel tells soft-RoCE (rxe, a CA) from soft-iWARP (siw, an RNIC) by node type,
 // which, unlike the user-chosen device name, the driver fixes.
-func virtualModel(t sysfs.NodeType, ok bool) (model, driver string) {
+func virtualModel(t sysfs.NodeType, ok bool) string {
 	switch {
 	case ok && t.Code == sysfs.NodeTypeRNIC:
-		return ModelSoftIWARP, driverSIW
+		return ModelSoftIWARP
 	case ok && t.Code == sysfs.NodeTypeCA:
-		return ModelSoftRoCE, driverRXE
+		return ModelSoftRoCE
 	}
-	return "", ""
+	return ""
 }

@@ -57,18 +57,18 @@ func (s *scan) port(p *Port, dir, parent string) {
 	}
 }
 
-// gidEntry is one valid entry of a GID table.
+// gidEntry is one valid entry of a GID table. gid is read for RoCE v2 entries only, the
+// only ones the GID index rule looks at.
 type gidEntry struct {
 	index int
-	gid   sysfs.GID
 	typ   sysfs.GIDType
-	ndev  string
+	gid   sysfs.GID
 }
 
 // gidTable applies the layout's rules to the valid entries of a RoCE port's GID table: the
-// port's netdev is the netdev of its lowest valid entry, and its GID index the lowest
-// RoCE v2 entry with an IPv4-mapped GID, else the lowest RoCE v2 entry with a global IPv6
-// GID, else none. The table may be sparse.
+// port's netdev is the netdev of its lowest valid entry that has one, and its GID index
+// the lowest RoCE v2 entry with an IPv4-mapped GID, else the lowest RoCE v2 entry with a
+// global IPv6 GID, else none. The table may be sparse.
 func (s *scan) gidTable(pdir string) (ndev string, index *int) {
 	// A valid entry has a readable type. On a real node every index has a types file
 	// whose read fails when unused; fixtures leave those files out. Listing types rather
@@ -88,24 +88,24 @@ func (s *scan) gidTable(pdir string) (ndev string, index *int) {
 			}
 			continue // unused entry
 		}
-		gid, ok := read(s, pdir+" GID "+i, pdir+"/gids/"+i, sysfs.ParseGID)
-		if !ok || gid.IsZero() {
-			continue
+		e := gidEntry{index: nb.num, typ: typ}
+		if typ == sysfs.GIDTypeRoCEv2 {
+			gid, ok := read(s, pdir+" GID "+i, pdir+"/gids/"+i, sysfs.ParseGID)
+			if !ok || gid.IsZero() {
+				continue
+			}
+			e.gid = gid
 		}
-		nd, _ := readOptional(s, pdir+" GID netdev "+i, pdir+"/gid_attrs/ndevs/"+i, sysfs.ParseIfName)
-		entries = append(entries, gidEntry{index: nb.num, gid: gid, typ: typ, ndev: nd})
+		entries = append(entries, e)
 	}
-	return gidNetdev(entries), gidIndex(entries)
-}
-
-// gidNetdev is the netdev of the lowest valid entry that names one. entries are sorted.
-func gidNetdev(entries []gidEntry) string {
 	for _, e := range entries {
-		if e.ndev != "" {
-			return e.ndev
+		i := strconv.Itoa(e.index)
+		if nd, ok := readOptional(s, pdir+" GID netdev "+i, pdir+"/gid_attrs/ndevs/"+i, sysfs.ParseIfName); ok {
+			ndev = nd
+			break
 		}
 	}
-	return ""
+	return ndev, gidIndex(entries)
 }
 
 // gidIndex is the GID index rule over sorted valid entries. Link-local and all-zero

@@ -15,7 +15,7 @@ func mustGID(t *testing.T, s string) sysfs.GID {
 	return sysfs.GID(netip.MustParseAddr(s).As16())
 }
 
-func TestGIDRulesOnEntries(t *testing.T) {
+func TestGIDIndexOnEntries(t *testing.T) {
 	const (
 		ll   = "fe80::1"
 		v4a  = "::ffff:10.0.0.1"
@@ -29,36 +29,30 @@ func TestGIDRulesOnEntries(t *testing.T) {
 		i   int
 		gid string
 		typ sysfs.GIDType
-		nd  string
 	}
 	tests := []struct {
 		name      string
 		entries   []e
 		wantIndex *int
-		wantNdev  string
 	}{
-		{name: "kernel default table", entries: []e{{0, ll, v1, "eth0"}, {1, ll, v2, "eth0"}, {2, v4a, v1, "eth0"}, {3, v4a, v2, "eth0"}}, wantIndex: ptr(3), wantNdev: "eth0"},
-		{name: "sparse table", entries: []e{{0, ll, v1, "eth0"}, {7, v4a, v2, "eth0"}, {200, v4b, v2, "eth0"}}, wantIndex: ptr(7), wantNdev: "eth0"},
-		{name: "IPv4 wins over a lower IPv6", entries: []e{{1, v6, v2, "eth0"}, {5, v4a, v2, "eth0"}}, wantIndex: ptr(5), wantNdev: "eth0"},
-		{name: "IPv6 only", entries: []e{{0, ll, v1, "eth0"}, {1, ll, v2, "eth0"}, {2, v6, v1, "eth0"}, {3, v6, v2, "eth0"}}, wantIndex: ptr(3), wantNdev: "eth0"},
-		{name: "unique local IPv6", entries: []e{{4, ula, v2, "eth0"}}, wantIndex: ptr(4), wantNdev: "eth0"},
-		{name: "link local only", entries: []e{{0, ll, v1, "eth0"}, {1, ll, v2, "eth0"}}, wantNdev: "eth0"},
-		{name: "RoCE v1 IPv4 does not count", entries: []e{{2, v4a, v1, "eth0"}}, wantNdev: "eth0"},
-		{name: "zero entries never count", entries: []e{{0, zero, v2, ""}, {1, v4a, v2, "eth0"}}, wantIndex: ptr(1), wantNdev: "eth0"},
-		{name: "lowest entry with a netdev names it", entries: []e{{0, ll, v1, ""}, {1, ll, v2, "bond0"}, {3, v4a, v2, "macvlan0"}}, wantIndex: ptr(3), wantNdev: "bond0"},
+		{name: "kernel default table", entries: []e{{0, ll, v1}, {1, ll, v2}, {2, v4a, v1}, {3, v4a, v2}}, wantIndex: ptr(3)},
+		{name: "sparse table", entries: []e{{0, ll, v1}, {7, v4a, v2}, {200, v4b, v2}}, wantIndex: ptr(7)},
+		{name: "IPv4 wins over a lower IPv6", entries: []e{{1, v6, v2}, {5, v4a, v2}}, wantIndex: ptr(5)},
+		{name: "IPv6 only", entries: []e{{0, ll, v1}, {1, ll, v2}, {2, v6, v1}, {3, v6, v2}}, wantIndex: ptr(3)},
+		{name: "unique local IPv6", entries: []e{{4, ula, v2}}, wantIndex: ptr(4)},
+		{name: "link local only", entries: []e{{0, ll, v1}, {1, ll, v2}}},
+		{name: "RoCE v1 IPv4 does not count", entries: []e{{2, v4a, v1}}},
+		{name: "zero entries never count", entries: []e{{0, zero, v2}, {1, v4a, v2}}, wantIndex: ptr(1)},
 		{name: "empty table"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var entries []gidEntry
 			for _, x := range tt.entries {
-				entries = append(entries, gidEntry{index: x.i, gid: mustGID(t, x.gid), typ: x.typ, ndev: x.nd})
+				entries = append(entries, gidEntry{index: x.i, gid: mustGID(t, x.gid), typ: x.typ})
 			}
 			if diff := cmp.Diff(tt.wantIndex, gidIndex(entries)); diff != "" {
 				t.Errorf("gidIndex (-want +got):\n%s", diff)
-			}
-			if got := gidNetdev(entries); got != tt.wantNdev {
-				t.Errorf("gidNetdev = %q, want %q", got, tt.wantNdev)
 			}
 		})
 	}

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // DefaultRoot is where the kernel mounts sysfs on a live host.
@@ -34,56 +35,58 @@ var (
 
 // FS is a read-only view of a sysfs tree.
 //
-// It caches resolved directories, so it describes the tree as of one scan: make a new FS
-// for every scan. An FS is safe for concurrent use.
+// It caches directory listings and resolved paths, so it describes the tree as of one
+// scan: make a new FS for every scan. Caching listings is what keeps a scan cheap: a
+// component is looked up (and its type, link or not, known) from its directory's listing,
+// read once, instead of one lstat per component and file. An FS is safe for concurrent use.
 type FS struct {
-	fsys  fs.ReadLinkFS
-	close func() error
+	fsys fs.ReadLinkFS
+	// dir is the root directory on disk, set by Open; files below it are read with plain
+	// system calls (see readFile), the cost that dominates a scan.
+	dir string
 
 	mu sync.Mutex
 	// resolved maps a path as the caller spelled it to its canonical path, which holds no
 	// symbolic link and stays below the root.
 	resolved map[string]string
+	// listings maps a canonical directory to its entries' type bits, or to the error of
+	// listing it.
+	listings map[string]listing
+	// types maps a canonical path to the type bits an lstat found.
+	types map[string]entryType
+}
+
+type listing struct {
+	types map[string]fs.FileMode
+	names []string // sorted
+	err   error
 }
 
 // Open returns an FS over the directory root. It fails when root is not a usable directory.
-// The OS-level root (os.Root) refuses escapes by itself too, so even a tree that changes
-// between resolving and opening cannot lead outside root.
+//
+// Files are opened by their canonical path, every component of which this package has
+// seen to be a directory, not a link; the kernel owns sysfs, so the tree cannot be
+// changed between that check and the open by anyone who could not read any file anyway.
 func Open(root string) (*FS, error) {
-	r, err := os.OpenRoot(root)
+	info, err := os.Stat(root)
 	if err != nil {
 		return nil, fmt.Errorf("open sysfs root: %w", err)
 	}
-	info, err := r.Stat(".")
-	if err != nil {
-		_ = r.Close()
-		return nil, fmt.Errorf("stat sysfs root: %w", err)
-	}
 	if !info.IsDir() {
-		_ = r.Close()
 		return nil, fmt.Errorf("open sysfs root %s: not a directory", root)
 	}
-	fsys, ok := r.FS().(fs.ReadLinkFS)
+	fsys, ok := os.DirFS(root).(fs.ReadLinkFS)
 	if !ok {
-		_ = r.Close()
 		return nil, fmt.Errorf("open sysfs root %s: file system cannot read links", root)
 	}
 	f := NewFS(fsys)
-	f.close = r.Close
+	f.dir = root
 	return f, nil
 }
 
 // NewFS returns an FS over fsys, e.g. an in-memory testing/fstest.MapFS tree.
 func NewFS(fsys fs.ReadLinkFS) *FS {
-	return &FS{fsys: fsys, resolved: map[string]string{}}
-}
-
-// Close releases the root directory of an FS made by Open; it is a no-op otherwise.
-func (f *FS) Close() error {
-	if f.close == nil {
-		return nil
-	}
-	return f.close()
+	return &FS{fsys: fsys, resolved: map[string]string{}, listings: map[string]listing{}, types: map[string]entryType{}}
 }
 
 // Resolve returns the canonical path of name: relative to the root, without symbolic links.
@@ -125,6 +128,103 @@ func (f *FS) resolve(name string, hops *int) (string, error) {
 	return p, nil
 }
 
+// list returns the listing of the canonical directory dir, reading it once.
+func (f *FS) list(dir string) listing {
+	f.mu.Lock()
+	l, ok := f.listings[dir]
+	f.mu.Unlock()
+	if ok {
+		return l
+	}
+	entries, err := fs.ReadDir(f.fsys, dir)
+	if err != nil {
+		l = listing{err: err}
+	} else {
+		l = listing{types: make(map[string]fs.FileMode, len(entries)), names: make([]string, len(entries))}
+		for i, e := range entries {
+			l.types[e.Name()] = e.Type()
+			l.names[i] = e.Name()
+		}
+		slices.Sort(l.names)
+	}
+	f.mu.Lock()
+	f.listings[dir] = l
+	f.mu.Unlock()
+	return l
+}
+
+// lookup returns the type bits of elem in the canonical directory dir: from the
+// directory's listing if it has been read, else from one lstat, remembered for the scan.
+// Listing a directory costs several system calls, an lstat one, and most directories on
+// a path are looked into once.
+func (f *FS) lookup(dir, elem string) (fs.FileMode, error) {
+	p := join(dir, elem)
+	f.mu.Lock()
+	l, listed := f.listings[dir]
+	t, statted := f.types[p]
+	f.mu.Unlock()
+	switch {
+	case listed:
+		if l.err != nil {
+			return 0, l.err
+		}
+		if t, ok := l.types[elem]; ok {
+			return t, nil
+		}
+		return 0, &fs.PathError{Op: "lookup", Path: p, Err: fs.ErrNotExist}
+	case statted:
+		if t.err != nil {
+			return 0, t.err
+		}
+		return t.mode, nil
+	}
+	e := f.lstat(p)
+	f.mu.Lock()
+	f.types[p] = e
+	f.mu.Unlock()
+	return e.mode, e.err
+}
+
+// lstat returns the type bits of the canonical path p. On disk it is one system call
+// into a stack buffer; a scan makes thousands.
+func (f *FS) lstat(p string) entryType {
+	if f.dir == "" {
+		info, err := f.fsys.Lstat(p)
+		if err != nil {
+			return entryType{err: err}
+		}
+		return entryType{mode: info.Mode().Type()}
+	}
+	var st syscall.Stat_t
+	if err := syscall.Lstat(f.dir+"/"+p, &st); err != nil {
+		return entryType{err: &fs.PathError{Op: "lstat", Path: p, Err: err}}
+	}
+	switch st.Mode & syscall.S_IFMT {
+	case syscall.S_IFDIR:
+		return entryType{mode: fs.ModeDir}
+	case syscall.S_IFLNK:
+		return entryType{mode: fs.ModeSymlink}
+	case syscall.S_IFREG:
+		return entryType{}
+	}
+	return entryType{mode: fs.ModeIrregular}
+}
+
+// entryType is the remembered outcome of one lstat.
+type entryType struct {
+	mode fs.FileMode
+	err  error
+}
+
+// join joins a canonical directory and one plain component without path.Join's cleaning,
+// which the hot paths of a scan cannot afford and canonical paths do not need.
+func join(dir, elem string) string {
+	if dir == "." {
+		return elem
+	}
+	return dir + "/" + elem
+}
+
 // step resolves the single component elem inside the canonical directory dir.
 func (f *FS) step(dir, elem string, hops *int) (string, error) {
 	switch elem {
@@ -136,12 +236,12 @@ func (f *FS) step(dir, elem string, hops *int) (string, error) {
 		}
 		return path.Dir(dir), nil
 	}
-	p := path.Join(dir, elem)
-	info, err := f.fsys.Lstat(p)
+	t, err := f.lookup(dir, elem)
 	if err != nil {
 		return "", err
 	}
-	if info.Mode()&fs.ModeSymlink == 0 {
+	p := join(dir, elem)
+	if t&fs.ModeSymlink == 0 {
 		return p, nil
 	}
 	*hops++
@@ -169,6 +269,21 @@ func (f *FS) step(dir, elem string, hops *int) (string, error) {
 
 // ReadString returns the content of the file name without its trailing newline.
 func (f *FS) ReadString(name string) (string, error) {
+	if f.dir != "" && fs.ValidPath(name) && name != "." {
+		// Only the directory needs resolving: the file itself is opened with O_NOFOLLOW,
+		// which fails (ELOOP) exactly when it is a link, and then takes the general path.
+		dir, err := f.Resolve(path.Dir(name))
+		if err != nil {
+			return "", err
+		}
+		s, err := readFile(f.dir + "/" + join(dir, path.Base(name)))
+		if !errors.Is(err, syscall.ELOOP) {
+			if err != nil {
+				return "", &fs.PathError{Op: "read", Path: name, Err: err}
+			}
+			return s, nil
+		}
+	}
 	p, err := f.Resolve(name)
 	if err != nil {
 		return "", err
@@ -180,22 +295,59 @@ func (f *FS) ReadString(name string) (string, error) {
 	return strings.TrimSuffix(string(b), "\n"), nil
 }
 
-// ReadDirNames returns the sorted names of the entries of the directory name.
+// maxFileSize bounds what readFile returns: a sysfs attribute is at most a page.
+const maxFileSize = 64 << 10
+
+// readFile reads the file at the absolute path p without following a final link, in as
+// few system calls as Linux allows: open, read until a short read, close. A short read
+// is the end of the file for both kinds of file a root holds: a sysfs attribute returns
+// its whole value in the first read, and a read of a regular local file stops short only
+// at its end.
+func readFile(p string) (string, error) {
+	fd, err := syscall.Open(p, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = syscall.Close(fd) }()
+	var small [256]byte
+	buf := small[:]
+	n := 0
+	for {
+		m, err := syscall.Read(fd, buf[n:])
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		n += m
+		if m == 0 || n < len(buf) {
+			break
+		}
+		if len(buf) >= maxFileSize {
+			return "", fmt.Errorf("larger than %d bytes", maxFileSize)
+		}
+		buf = append(buf, make([]byte, len(buf))...)
+	}
+	b := buf[:n]
+	if n > 0 && b[n-1] == '\n' {
+		b = b[:n-1]
+	}
+	return string(b), nil
+}
+
+// ReadDirNames returns the sorted names of the entries of the directory name. The slice
+// is the caller's.
 func (f *FS) ReadDirNames(name string) ([]string, error) {
 	p, err := f.Resolve(name)
 	if err != nil {
 		return nil, err
 	}
-	entries, err := fs.ReadDir(f.fsys, p)
-	if err != nil {
-		return nil, err
+	l := f.list(p)
+	if l.err != nil {
+		return nil, l.err
 	}
-	names := make([]string, len(entries))
-	for i, e := range entries {
-		names[i] = e.Name()
-	}
-	slices.Sort(names)
-	return names, nil
+	return slices.Clone(l.names), nil
 }
 
 // LinkBase returns the last component of the target of the symbolic link name, without
@@ -210,7 +362,14 @@ func (f *FS) LinkBase(name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	target, err := f.fsys.ReadLink(path.Join(dir, path.Base(name)))
+	t, err := f.lookup(dir, path.Base(name))
+	if err != nil {
+		return "", err
+	}
+	if t&fs.ModeSymlink == 0 {
+		return "", &fs.PathError{Op: "readlink", Path: name, Err: errors.New("not a symbolic link")}
+	}
+	target, err := f.fsys.ReadLink(join(dir, path.Base(name)))
 	if err != nil {
 		return "", err
 	}
@@ -230,13 +389,13 @@ func (f *FS) Exists(name string) bool {
 
 // Lexists reports whether name itself exists, without following a final symbolic link.
 func (f *FS) Lexists(name string) bool {
-	if !fs.ValidPath(name) {
-		return false
+	if !fs.ValidPath(name) || name == "." {
+		return name == "."
 	}
 	dir, err := f.Resolve(path.Dir(name))
 	if err != nil {
 		return false
 	}
-	_, err = f.fsys.Lstat(path.Join(dir, path.Base(name)))
+	_, err = f.lookup(dir, path.Base(name))
 	return err == nil
 }

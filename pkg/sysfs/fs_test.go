@@ -139,7 +139,6 @@ func TestOpenDisk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
 	if got, err := f.ReadString("class/infiniband/rxe0/parent"); err != nil || got != "eth0" {
 		t.Errorf("ReadString(parent) = %q, %v", got, err)
 	}

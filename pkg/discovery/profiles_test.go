@@ -1,0 +1,115 @@
+package discovery
+
+import (
+	"strconv"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/rdma-dra/rdma-dra-driver/pkg/mocknode"
+)
+
+// asExpected maps discovered ports onto the builder's ExpectedPort shape, which has every
+// fact but the model.
+func asExpected(ports []Port) []mocknode.ExpectedPort {
+	out := make([]mocknode.ExpectedPort, 0, len(ports))
+	conv := func(c *CharDev, kind mocknode.CharDevKind) *mocknode.CharDev {
+		if c == nil {
+			return nil
+		}
+		return &mocknode.CharDev{Name: c.Name, Kind: kind, Major: c.Major, Minor: c.Minor}
+	}
+	for _, p := range ports {
+		out = append(out, mocknode.ExpectedPort{
+			IBDev: p.IBDev, Port: p.Port, LinkLayer: p.LinkLayer, State: p.State, PhysState: p.PhysState,
+			SpeedGbps: p.SpeedGbps, Rate: p.Rate, Netdev: p.Netdev, MTU: p.MTU, GIDIndex: p.GIDIndex,
+			NodeGUID: p.NodeGUID, FWVer: p.FWVer, BoardID: p.BoardID, HCAType: p.HCAType,
+			VendorID: p.VendorID, DeviceID: p.DeviceID, Driver: p.Driver, PCIBusID: p.PCIBusID, PCIeRoot: p.PCIeRoot,
+			NUMANode: p.NUMANode, SRIOVVF: p.SRIOVVF, PhysFn: p.PhysFn, LAG: p.LAG, Virtual: p.Virtual,
+			Verbs: conv(p.Verbs, mocknode.CharDevVerbs), UMAD: conv(p.UMAD, mocknode.CharDevUMAD), ISSM: conv(p.ISSM, mocknode.CharDevISSM),
+		})
+	}
+	return out
+}
+
+// stripCharDevExtras keeps the facts discovery reads of a character device.
+func stripCharDevExtras(ports []mocknode.ExpectedPort) []mocknode.ExpectedPort {
+	strip := func(c *mocknode.CharDev) *mocknode.CharDev {
+		if c == nil {
+			return nil
+		}
+		return &mocknode.CharDev{Name: c.Name, Kind: c.Kind, Major: c.Major, Minor: c.Minor}
+	}
+	for i := range ports {
+		ports[i].Verbs, ports[i].UMAD, ports[i].ISSM = strip(ports[i].Verbs), strip(ports[i].UMAD), strip(ports[i].ISSM)
+	}
+	return ports
+}
+
+// TestProfiles discovers every named mock node and compares each port with what the
+// node's description implies, then checks the facts each profile was built to show.
+func TestProfiles(t *testing.T) {
+	type keyFacts struct {
+		ports   int
+		netns   NetnsMode
+		models  map[string]string // ibdev -> model
+		netdevs map[string]string // "ibdev/port" -> netdev
+	}
+	want := map[string]keyFacts{
+		"dgx-h100":      {ports: 10, netns: NetnsModeShared, models: map[string]string{"mlx5_0": "ConnectX-7"}},
+		"mixed-bond":    {ports: 6, models: map[string]string{"mlx5_0": "ConnectX-7"}},
+		"roce-lag":      {ports: 8, models: map[string]string{"mlx5_bond_0": "ConnectX-7"}, netdevs: map[string]string{"mlx5_bond_0/1": "bond0", "mlx5_bond_7/1": "bond7"}},
+		"disabled-port": {ports: 4},
+		"vpi-dual-port": {ports: 2, models: map[string]string{"mlx4_0": "ConnectX-3 Pro"}},
+		"sriov":         {ports: 17, models: map[string]string{"mlx5_0": "ConnectX-6 Dx"}},
+		"soft-roce":     {ports: 1, models: map[string]string{"rxe0": ModelSoftRoCE}},
+		"intel-e810":    {ports: 2, models: map[string]string{"irdma0": "E810-C"}},
+		"broadcom":      {ports: 2, models: map[string]string{"bnxt_re0": "NetXtreme-E BCM57508"}},
+		"large":         {ports: 64 + 256},
+	}
+	for _, prof := range mocknode.Profiles() {
+		t.Run(prof.Name, func(t *testing.T) {
+			n := prof.Node()
+			inv := discover(t, writeNode(t, n))
+			if diff := cmp.Diff(stripCharDevExtras(n.ExpectedPorts()), asExpected(inv.Ports)); diff != "" {
+				t.Errorf("ports (-want +got):\n%s", diff)
+			}
+			kf, ok := want[prof.Name]
+			if !ok {
+				t.Fatalf("profile %s has no key facts in this test", prof.Name)
+			}
+			if len(inv.Ports) != kf.ports {
+				t.Errorf("%d ports, want %d", len(inv.Ports), kf.ports)
+			}
+			if kf.netns != "" && inv.NetnsMode != kf.netns {
+				t.Errorf("netns mode %q, want %q", inv.NetnsMode, kf.netns)
+			}
+			byName := map[string]Port{}
+			for _, p := range inv.Ports {
+				byName[p.IBDev] = p
+				if p.Model == "" {
+					t.Errorf("%s/%d (%s:%s): no model", p.IBDev, p.Port, p.VendorID, p.DeviceID)
+				}
+			}
+			for ibdev, m := range kf.models {
+				if got := byName[ibdev].Model; got != m {
+					t.Errorf("%s model %q, want %q", ibdev, got, m)
+				}
+			}
+			for key, nd := range kf.netdevs {
+				if got := portByKey(inv.Ports, key).Netdev; got != nd {
+					t.Errorf("%s netdev %q, want %q", key, got, nd)
+				}
+			}
+		})
+	}
+}
+
+func portByKey(ports []Port, key string) Port {
+	for _, p := range ports {
+		if p.IBDev+"/"+strconv.Itoa(p.Port) == key {
+			return p
+		}
+	}
+	return Port{}
+}
