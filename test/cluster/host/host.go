@@ -30,6 +30,8 @@ type Facts struct {
 	OOMScoreAdjLocked bool
 	NodeName          string
 	NodeIP            net.IP
+	// MTU of the interface of the default route; the pod bridge uses it.
+	MTU int
 	// ResolvConf is the resolver file the kubelet hands to pods.
 	ResolvConf string
 }
@@ -54,7 +56,7 @@ func Detect(ctx context.Context) (*Facts, error) {
 		return nil, fmt.Errorf("hostname: %w", err)
 	}
 	f.NodeName = strings.ToLower(name)
-	if f.NodeIP, err = defaultRouteIP(); err != nil {
+	if f.NodeIP, f.MTU, err = defaultRoute(); err != nil {
 		return nil, err
 	}
 	if data, err := os.ReadFile("/etc/resolv.conf"); err == nil && strings.Contains(string(data), "127.0.0.53") {
@@ -70,15 +72,15 @@ func (f *Facts) LogValue() slog.Value {
 	return slog.GroupValue(
 		slog.Bool("cgroupV1", f.CgroupV1), slog.String("cgroupDriver", f.CgroupDriver),
 		slog.Bool("oomScoreAdjLocked", f.OOMScoreAdjLocked), slog.String("node", f.NodeName),
-		slog.String("nodeIP", f.NodeIP.String()), slog.String("resolvConf", f.ResolvConf))
+		slog.String("nodeIP", f.NodeIP.String()), slog.Int("mtu", f.MTU), slog.String("resolvConf", f.ResolvConf))
 }
 
-// defaultRouteIP returns the first IPv4 address of the interface that carries the default
-// route, read from /proc/net/route.
-func defaultRouteIP() (net.IP, error) {
+// defaultRoute returns the first IPv4 address and the MTU of the interface that carries the
+// default route, read from /proc/net/route.
+func defaultRoute() (net.IP, int, error) {
 	fh, err := os.Open("/proc/net/route")
 	if err != nil {
-		return nil, fmt.Errorf("open /proc/net/route: %w", err)
+		return nil, 0, fmt.Errorf("open /proc/net/route: %w", err)
 	}
 	defer fh.Close()
 	sc := bufio.NewScanner(fh)
@@ -89,23 +91,23 @@ func defaultRouteIP() (net.IP, error) {
 		}
 		ifc, err := net.InterfaceByName(fields[0])
 		if err != nil {
-			return nil, fmt.Errorf("default route interface %s: %w", fields[0], err)
+			return nil, 0, fmt.Errorf("default route interface %s: %w", fields[0], err)
 		}
 		addrs, err := ifc.Addrs()
 		if err != nil {
-			return nil, fmt.Errorf("addresses of %s: %w", fields[0], err)
+			return nil, 0, fmt.Errorf("addresses of %s: %w", fields[0], err)
 		}
 		for _, a := range addrs {
 			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil {
-				return ipn.IP.To4(), nil
+				return ipn.IP.To4(), ifc.MTU, nil
 			}
 		}
-		return nil, fmt.Errorf("default route interface %s has no IPv4 address", fields[0])
+		return nil, 0, fmt.Errorf("default route interface %s has no IPv4 address", fields[0])
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read /proc/net/route: %w", err)
+		return nil, 0, fmt.Errorf("read /proc/net/route: %w", err)
 	}
-	return nil, errors.New("no default IPv4 route: the node needs an address other pods can reach")
+	return nil, 0, errors.New("no default IPv4 route: the node needs an address other pods can reach")
 }
 
 // Requirement is a file the cluster needs on the host and the Debian package that has it.

@@ -97,7 +97,10 @@ oom_score = 0
 }
 
 // cniConfig is a bridge network with host-local addresses, masquerading, port mapping.
-func cniConfig(l Layout) string {
+func cniConfig(l Layout, mtu int) string {
+	if mtu <= 0 {
+		mtu = 1500
+	}
 	return fmt.Sprintf(`{
   "cniVersion": "1.0.0",
   "name": "rdma-dra-local",
@@ -108,6 +111,7 @@ func cniConfig(l Layout) string {
       "isGateway": true,
       "ipMasq": true,
       "hairpinMode": true,
+      "mtu": %d,
       "ipam": {
         "type": "host-local",
         "dataDir": %q,
@@ -118,7 +122,7 @@ func cniConfig(l Layout) string {
     {"type": "portmap", "capabilities": {"portMappings": true}}
   ]
 }
-`, BridgeName, l.CNIDataDir(), PodSubnet)
+`, BridgeName, mtu, l.CNIDataDir(), PodSubnet)
 }
 
 func kubeletConfig(l Layout, f *host.Facts, gates map[string]bool) string {
@@ -207,7 +211,7 @@ func writeGates(b *strings.Builder, gates map[string]bool) {
 func writeConfigs(l Layout, f *host.Facts, gates map[string]bool, runcBinary string) error {
 	files := map[string]string{
 		filepath.Join(l.Config(), "containerd.toml"):                containerdConfig(l, f, runcBinary),
-		filepath.Join(l.CNIConfDir(), "10-rdma-dra-local.conflist"): cniConfig(l),
+		filepath.Join(l.CNIConfDir(), "10-rdma-dra-local.conflist"): cniConfig(l, f.MTU),
 		filepath.Join(l.Config(), "kubelet.yaml"):                   kubeletConfig(l, f, gates),
 		filepath.Join(l.Config(), "kube-proxy.yaml"):                kubeProxyConfig(l, f, gates),
 	}

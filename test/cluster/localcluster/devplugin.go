@@ -56,7 +56,8 @@ func (p *smokePlugin) Allocate(_ context.Context, req *pluginapi.AllocateRequest
 // serveSmokePlugin starts the plugin on a socket in the kubelet's device-plugin directory
 // and registers it; the returned function stops it.
 func serveSmokePlugin(ctx context.Context, l Layout, cdiDevice string) (func(), error) {
-	dir := filepath.Join(l.KubeletRoot(), "device-plugins")
+	// The kubelet serves device-plugin registration at a fixed path, whatever its --root-dir.
+	dir := pluginapi.DevicePluginPath
 	sock := filepath.Join(dir, "localcluster-smoke.sock")
 	_ = os.Remove(sock)
 	lis, err := net.Listen("unix", sock)
@@ -134,7 +135,7 @@ func (c *Cluster) smokeCDIPod(ctx context.Context) error {
 		return err
 	}
 	defer c.kubectl(ctx, "delete", "pod", name, "--wait=false") //nolint:errcheck // best effort
-	_, err = c.kubectl(ctx, "wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/"+name, "--timeout=120s")
+	err = c.waitPodSucceeded(ctx, name, 2*time.Minute)
 	logs, _ := c.kubectl(ctx, "logs", name)
 	if err != nil {
 		desc, _ := c.kubectl(ctx, "describe", "pod", name)

@@ -17,6 +17,9 @@ import (
 	"github.com/rdma-dra/rdma-dra-driver/test/cluster/host"
 )
 
+// devicePluginDir is where the kubelet serves device-plugin registration, fixed.
+const devicePluginDir = "/var/lib/kubelet/device-plugins"
+
 // stopOrder is the reverse of the start order, with kube-proxy and the kubelet first so
 // nothing restarts pods while they are being removed.
 var stopOrder = []string{"kube-proxy", "kubelet", "containerd", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"}
@@ -76,6 +79,13 @@ func (c *Cluster) Down(ctx context.Context) error {
 		}
 	}
 	_ = os.Remove(l.SmokeCDISpec())
+	// The kubelet keeps device plugins at a fixed path outside its root dir: remove what it
+	// and the smoke test put there, and the directories if that leaves them empty.
+	for _, p := range []string{"kubelet.sock", "kubelet_internal_checkpoint", "localcluster-smoke.sock"} {
+		_ = os.Remove(filepath.Join(devicePluginDir, p))
+	}
+	_ = os.Remove(devicePluginDir)
+	_ = os.Remove(filepath.Dir(devicePluginDir))
 	// State, but not the logs and not the binary cache.
 	for _, p := range []string{StateRoot, RunRoot, l.PKI(), l.Kubeconfigs(), l.Kubeconfig(), l.Config(), l.Images(), l.DefaultFixture(), l.EnvFile()} {
 		if err := os.RemoveAll(p); err != nil {

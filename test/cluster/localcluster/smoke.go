@@ -32,7 +32,11 @@ spec:
     - |
       set -e
       echo "toolbox runs on $(uname -n)"
-      wget -q -T 10 -O - --no-check-certificate "https://${KUBERNETES_SERVICE_HOST}:${KUBERNETES_SERVICE_PORT}/version" | grep -q gitVersion
+      # Plain HTTP to the TLS port: the API server's "400 Bad Request" proves the path
+      # through the service IP (busybox's static wget cannot be used in pods).
+      out=$(printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 10 "${KUBERNETES_SERVICE_HOST}" "${KUBERNETES_SERVICE_PORT}" || true)
+      echo "$out"
+      echo "$out" | grep -q "400 Bad Request"
       echo "service ${KUBERNETES_SERVICE_HOST} reachable"
 `
 
@@ -48,7 +52,7 @@ func (c *Cluster) Smoke(ctx context.Context) error {
 		}
 	}
 	for name := range pods {
-		_, err := c.kubectl(ctx, "wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/"+name, "--timeout=120s")
+		err := c.waitPodSucceeded(ctx, name, 2*time.Minute)
 		logs, _ := c.kubectl(ctx, "logs", name)
 		if err != nil {
 			desc, _ := c.kubectl(ctx, "describe", "pod", name)
@@ -68,6 +72,26 @@ func (c *Cluster) Smoke(ctx context.Context) error {
 	}
 	c.Log.Info("smoke test passed", "took", time.Since(start).Round(time.Second).String())
 	return nil
+}
+
+// waitPodSucceeded waits until the pod has finished and fails fast when it failed.
+func (c *Cluster) waitPodSucceeded(ctx context.Context, name string, timeout time.Duration) error {
+	var phase string
+	err := waitFor(ctx, "pod "+name, timeout, nil, func(ctx context.Context) error {
+		out, err := c.kubectl(ctx, "get", "pod", name, "-o", "jsonpath={.status.phase}")
+		if err != nil {
+			return err
+		}
+		phase = strings.TrimSpace(out)
+		if phase == "Succeeded" || phase == "Failed" {
+			return nil
+		}
+		return fmt.Errorf("phase %q", phase)
+	})
+	if err == nil && phase != "Succeeded" {
+		err = fmt.Errorf("pod %s %s", name, phase)
+	}
+	return err
 }
 
 func (c *Cluster) apply(ctx context.Context, manifest string) error {
