@@ -81,6 +81,7 @@ oom_score = 0
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
         BinaryName = %q
+        Root = %q
         SystemdCgroup = %t
   [plugins."io.containerd.cri.v1.runtime".cni]
     bin_dirs = ["/usr/lib/cni"]
@@ -92,7 +93,7 @@ oom_score = 0
   plugin_path = %q
   plugin_config_path = %q
 `, l.ContainerdRoot(), l.ContainerdState(), l.ContainerdSocket(), l.ContainerdSocket()+".ttrpc",
-		filepath.Join(StateRoot, "opt"), PauseImage, runcBinary, f.CgroupDriver == "systemd", l.CNIConfDir(),
+		filepath.Join(StateRoot, "opt"), PauseImage, runcBinary, filepath.Join(RunRoot, "runc"), f.CgroupDriver == "systemd", l.CNIConfDir(),
 		filepath.Join(RunRoot, "nri.sock"), filepath.Join(l.NRIDir(), "plugins"), filepath.Join(l.NRIDir(), "conf.d"))
 }
 

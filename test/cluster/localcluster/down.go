@@ -66,6 +66,7 @@ func (c *Cluster) Down(ctx context.Context) error {
 			}
 		}
 	}
+	cleanupKubeletIptables(ctx)
 	note(unmountUnder([]string{StateRoot, RunRoot, l.Out}))
 	if _, err := os.Stat("/sys/class/net/" + BridgeName); err == nil {
 		if out, err := exec.CommandContext(ctx, "ip", "link", "delete", BridgeName).CombinedOutput(); err != nil {
@@ -86,6 +87,20 @@ func (c *Cluster) Down(ctx context.Context) error {
 	}
 	_ = os.Remove(devicePluginDir)
 	_ = os.Remove(filepath.Dir(devicePluginDir))
+	// Directories containerd and its shims use at fixed paths, if nothing else uses them.
+	for _, d := range []string{"/run/containerd/s", "/run/containerd/fifo", "/run/containerd/runc/k8s.io", "/run/containerd/runc", "/run/containerd"} {
+		_ = os.Remove(d)
+	}
+	// The kubelet links container logs into the fixed /var/log/containers.
+	if entries, err := os.ReadDir("/var/log/containers"); err == nil {
+		for _, e := range entries {
+			p := filepath.Join("/var/log/containers", e.Name())
+			if t, err := os.Readlink(p); err == nil && strings.HasPrefix(t, l.PodLogs()+"/") {
+				_ = os.Remove(p)
+			}
+		}
+		_ = os.Remove("/var/log/containers")
+	}
 	// State, but not the logs and not the binary cache.
 	for _, p := range []string{StateRoot, RunRoot, l.PKI(), l.Kubeconfigs(), l.Kubeconfig(), l.Config(), l.Images(), l.DefaultFixture(), l.EnvFile()} {
 		if err := os.RemoveAll(p); err != nil {
@@ -93,6 +108,26 @@ func (c *Cluster) Down(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// cleanupKubeletIptables removes the chains the kubelet creates (kube-proxy --cleanup
+// removes kube-proxy's). Rules that are not there are fine: every step is best effort.
+func cleanupKubeletIptables(ctx context.Context) {
+	for _, ipt := range []string{"iptables", "ip6tables"} {
+		if _, err := exec.LookPath(ipt); err != nil {
+			continue
+		}
+		run := func(args ...string) { _ = exec.CommandContext(ctx, ipt, append([]string{"-w"}, args...)...).Run() }
+		run("-t", "filter", "-D", "INPUT", "-j", "KUBE-FIREWALL")
+		run("-t", "filter", "-D", "OUTPUT", "-j", "KUBE-FIREWALL")
+		run("-t", "filter", "-F", "KUBE-FIREWALL")
+		run("-t", "filter", "-X", "KUBE-FIREWALL")
+		for _, t := range []string{"mangle", "nat", "filter"} {
+			run("-t", t, "-F", "KUBE-KUBELET-CANARY")
+			run("-t", t, "-X", "KUBE-KUBELET-CANARY")
+		}
+		run("-t", "mangle", "-X", "KUBE-IPTABLES-HINT")
+	}
 }
 
 // unmountUnder unmounts every mount point below the given directories, deepest first, and

@@ -156,7 +156,7 @@ devices:
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	id := fmt.Sprintf("localcluster-cdi-smoke-%d", time.Now().Unix())
-	out, err := ctr(ctx, c.Layout, c.Bins, "-n", "k8s.io", "run", "--rm",
+	out, err := ctr(ctx, c.Layout, c.Bins, "-n", "k8s.io", "run", "--rm", "--fifo-dir", filepath.Join(RunRoot, "fifo"),
 		"--device", SmokeCDIKind+"=hca0", ToolboxImage, id,
 		"/bin/sh", "-c", `test -c /dev/infiniband/uverbs0 && ls -l /dev/infiniband/uverbs0 && echo "env=$LOCALCLUSTER_CDI_SMOKE"`)
 	if err != nil {
