@@ -206,7 +206,14 @@ func (c *Cluster) waitNodeReady(ctx context.Context, node string) error {
 	if _, err := c.kubectl(ctx, "wait", "--for=condition=Ready", "node/"+node, "--timeout=180s"); err != nil {
 		return fmt.Errorf("node %s not Ready: %w (log: %s)", node, err, c.Layout.LogFile("kubelet"))
 	}
-	return nil
+	// Pods need the namespace's default service account and root CA from the controllers.
+	return waitFor(ctx, "default service account", 2*time.Minute, nil, func(ctx context.Context) error {
+		if _, err := c.kubectl(ctx, "get", "serviceaccount", "default", "-n", "default"); err != nil {
+			return err
+		}
+		_, err := c.kubectl(ctx, "get", "configmap", "kube-root-ca.crt", "-n", "default")
+		return err
+	})
 }
 
 // writeEnv writes the paths that the driver's chart, the e2e suite and people need as a
