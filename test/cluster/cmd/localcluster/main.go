@@ -32,6 +32,7 @@ func envOr(name, def string) string {
 func main() {
 	wd, _ := os.Getwd()
 	repo := flag.String("repo", envOr("LOCALCLUSTER_REPO", wd), "repository root (env LOCALCLUSTER_REPO)")
+	cacheDir := flag.String("cache", os.Getenv("LOCALCLUSTER_CACHE"), "binary cache directory; default <repo>/_output/cluster-cache (env LOCALCLUSTER_CACHE)")
 	goCmd := flag.String("go", envOr("GO", "go"), "go command (env GO)")
 	containerd := flag.String("containerd-version", envOr("CONTAINERD_VERSION", "v2.4.2"), "containerd release built with go install (env CONTAINERD_VERSION)")
 	gates := flag.String("feature-gates", os.Getenv("FEATURE_GATES"), "feature gates for every component, A=true,B=false (env FEATURE_GATES)")
@@ -52,7 +53,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, log, flag.Arg(0), *repo, *goCmd, *containerd, localcluster.Options{
+	if err := run(ctx, log, flag.Arg(0), *repo, *cacheDir, *goCmd, *containerd, localcluster.Options{
 		FeatureGates: *gates, RuntimeConfig: *runtimeCfg, Fixture: *fixture, MockProfile: *profile,
 		SkipSmoke: *skipSmoke, Verbosity: *verbosity,
 	}); err != nil {
@@ -61,7 +62,7 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, log *slog.Logger, cmd, repo, goCmd, containerdVersion string, o localcluster.Options) error {
+func run(ctx context.Context, log *slog.Logger, cmd, repo, cacheDir, goCmd, containerdVersion string, o localcluster.Options) error {
 	repo, err := filepath.Abs(repo)
 	if err != nil {
 		return fmt.Errorf("repository path: %w", err)
@@ -75,6 +76,11 @@ func run(ctx context.Context, log *slog.Logger, cmd, repo, goCmd, containerdVers
 		goCmd = "/usr/local/go/bin/go"
 	}
 	layout := localcluster.NewLayout(repo)
+	if cacheDir != "" {
+		if layout.Cache, err = filepath.Abs(cacheDir); err != nil {
+			return fmt.Errorf("cache path: %w", err)
+		}
+	}
 	bins, err := bincache.New(ctx, layout.Cache, filepath.Join(repo, "test"), goCmd, containerdVersion, log)
 	if err != nil {
 		return err
