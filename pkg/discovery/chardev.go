@@ -51,7 +51,7 @@ func (s *scan) charDevs() *charIndex {
 				if !ok {
 					continue
 				}
-				port, ok := read(s, dir+" port", dir+"/port", sysfs.ParseDecimal)
+				port, ok := read(s, dir+"/port", sysfs.ParseDecimal)
 				if !ok {
 					continue
 				}
@@ -79,10 +79,10 @@ func (s *scan) classNames(dir string) ([]string, bool) {
 
 // charDev reads the ibdev and dev files of one class device.
 func (s *scan) charDev(dir string) (string, sysfs.DevNumber, bool) {
-	ibdev, ok := read(s, dir+" ibdev", dir+"/ibdev", sysfs.ParseDeviceName)
+	ibdev, ok := read(s, dir+"/ibdev", sysfs.ParseDeviceName)
 	if !ok {
 		return "", sysfs.DevNumber{}, false
 	}
-	dev, ok := read(s, dir+" device number", dir+"/dev", sysfs.ParseDevNumber)
+	dev, ok := read(s, dir+"/dev", sysfs.ParseDevNumber)
 	return ibdev, dev, ok
 }

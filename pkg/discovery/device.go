@@ -22,11 +22,11 @@ func (s *scan) device(ibdev string, chars *charIndex) []Port {
 	}
 
 	base := Port{IBDev: ibdev}
-	base.NodeGUID, _ = read(s, dir+" node GUID", dir+"/node_guid", sysfs.ParseGUID)
-	base.FWVer, _ = read(s, dir+" firmware version", dir+"/fw_ver", text)
-	base.BoardID, _ = readOptional(s, dir+" board ID", dir+"/board_id", text)
-	base.HCAType, _ = readOptional(s, dir+" HCA type", dir+"/hca_type", text)
-	nodeType, nodeTypeOK := read(s, dir+" node type", dir+"/node_type", sysfs.ParseNodeType)
+	base.NodeGUID, _ = read(s, dir+"/node_guid", sysfs.ParseGUID)
+	base.FWVer, _ = read(s, dir+"/fw_ver", text)
+	base.BoardID, _ = readOptional(s, dir+"/board_id", text)
+	base.HCAType, _ = readOptional(s, dir+"/hca_type", text)
+	nodeType, nodeTypeOK := read(s, dir+"/node_type", sysfs.ParseNodeType)
 
 	var parent string
 	if s.fs.Lexists(dir + "/device") {
@@ -34,7 +34,7 @@ func (s *scan) device(ibdev string, chars *charIndex) []Port {
 	} else {
 		// Devices without a PCI function (soft-RoCE, soft-iWARP) run over a netdev.
 		base.Virtual = true
-		parent, _ = read(s, dir+" parent netdev", dir+"/parent", sysfs.ParseIfName)
+		parent, _ = read(s, dir+"/parent", sysfs.ParseIfName)
 		base.Model = virtualModel(nodeType, nodeTypeOK)
 	}
 	base.LAG = isHardwareLAG(ibdev)
@@ -90,9 +90,9 @@ func (s *scan) pciFunction(p *Port, link string) {
 	} else {
 		s.unknown(link+" PCI address", &pathError{path: fn, want: "devices/pci<domain>:<bus>/…/<bus ID>"})
 	}
-	p.VendorID, _ = read(s, fn+" vendor", fn+"/vendor", sysfs.ParsePCIID)
-	p.DeviceID, _ = read(s, fn+" device", fn+"/device", sysfs.ParsePCIID)
-	if node, ok := read(s, fn+" NUMA node", fn+"/numa_node", numaNode); ok && node >= 0 {
+	p.VendorID, _ = read(s, fn+"/vendor", sysfs.ParsePCIID)
+	p.DeviceID, _ = read(s, fn+"/device", sysfs.ParsePCIID)
+	if node, ok := read(s, fn+"/numa_node", numaNode); ok && node >= 0 {
 		p.NUMANode = &node
 	}
 	if drv, err := s.fs.LinkBase(fn + "/driver"); err == nil {
@@ -150,7 +150,7 @@ func (s *scan) pfModel(pf, vendor string) string {
 		return m
 	}
 	m := ""
-	if dev, ok := read(s, pf+" device", pf+"/device", sysfs.ParsePCIID); ok {
+	if dev, ok := read(s, pf+"/device", sysfs.ParsePCIID); ok {
 		m = modelName(vendor, dev, "")
 	}
 	s.pfModels[pf] = m

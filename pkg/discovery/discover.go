@@ -120,11 +120,12 @@ func (s *scan) unknown(fact string, err error) {
 	}
 }
 
-// read reads and parses one file; on failure it logs and returns ok false.
-func read[T any](s *scan, fact, name string, parse func(string) (T, error)) (T, bool) {
+// read reads and parses one file; on failure it logs (naming the file, which names the
+// fact) and returns ok false.
+func read[T any](s *scan, name string, parse func(string) (T, error)) (T, bool) {
 	v, err := sysfs.Read(s.fs, name, parse)
 	if err != nil {
-		s.unknown(fact, err)
+		s.unknown(name, err)
 		return v, false
 	}
 	return v, true
@@ -132,11 +133,11 @@ func read[T any](s *scan, fact, name string, parse func(string) (T, error)) (T, 
 
 // readOptional is read for files that are legitimately absent on some nodes (board_id,
 // a GID entry's ndev): absence is silent, garbage is still logged.
-func readOptional[T any](s *scan, fact, name string, parse func(string) (T, error)) (T, bool) {
+func readOptional[T any](s *scan, name string, parse func(string) (T, error)) (T, bool) {
 	v, err := sysfs.Read(s.fs, name, parse)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
-			s.unknown(fact, err)
+			s.unknown(name, err)
 		}
 		return v, false
 	}

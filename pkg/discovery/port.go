@@ -13,9 +13,9 @@ import (
 // virtual device, empty otherwise.
 func (s *scan) port(p *Port, dir, parent string) {
 	pdir := dir + "/ports/" + strconv.Itoa(p.Port)
-	p.State, _ = read(s, pdir+" state", pdir+"/state", sysfs.ParsePortState)
-	p.PhysState, _ = read(s, pdir+" physical state", pdir+"/phys_state", sysfs.ParsePhysState)
-	if rate, ok := read(s, pdir+" rate", pdir+"/rate", text); ok {
+	p.State, _ = read(s, pdir+"/state", sysfs.ParsePortState)
+	p.PhysState, _ = read(s, pdir+"/phys_state", sysfs.ParsePhysState)
+	if rate, ok := read(s, pdir+"/rate", text); ok {
 		// Garbage is not passed on as the raw text either: both facts become unknown.
 		if gbps, err := sysfs.ParseRate(rate); err == nil {
 			p.Rate, p.SpeedGbps = rate, &gbps
@@ -23,7 +23,7 @@ func (s *scan) port(p *Port, dir, parent string) {
 			s.unknown(pdir+" speed", fmt.Errorf("parse %s/rate: %w", pdir, err))
 		}
 	}
-	ll, ok := read(s, pdir+" link layer", pdir+"/link_layer", sysfs.ParseLinkLayer)
+	ll, ok := read(s, pdir+"/link_layer", sysfs.ParseLinkLayer)
 	if !ok {
 		ll = LinkLayerUnknown
 	}
@@ -51,7 +51,7 @@ func (s *scan) port(p *Port, dir, parent string) {
 		p.Netdev = s.functionNetdev(dir, p.Port)
 	}
 	if p.Netdev != "" {
-		if mtu, ok := read(s, "class/net/"+p.Netdev+" MTU", "class/net/"+p.Netdev+"/mtu", sysfs.ParseDecimal); ok {
+		if mtu, ok := read(s, "class/net/"+p.Netdev+"/mtu", sysfs.ParseDecimal); ok {
 			p.MTU = &mtu
 		}
 	}
@@ -90,7 +90,7 @@ func (s *scan) gidTable(pdir string) (ndev string, index *int) {
 		}
 		e := gidEntry{index: nb.num, typ: typ}
 		if typ == sysfs.GIDTypeRoCEv2 {
-			gid, ok := read(s, pdir+" GID "+i, pdir+"/gids/"+i, sysfs.ParseGID)
+			gid, ok := read(s, pdir+"/gids/"+i, sysfs.ParseGID)
 			if !ok || gid.IsZero() {
 				continue
 			}
@@ -100,7 +100,7 @@ func (s *scan) gidTable(pdir string) (ndev string, index *int) {
 	}
 	for _, e := range entries {
 		i := strconv.Itoa(e.index)
-		if nd, ok := readOptional(s, pdir+" GID netdev "+i, pdir+"/gid_attrs/ndevs/"+i, sysfs.ParseIfName); ok {
+		if nd, ok := readOptional(s, pdir+"/gid_attrs/ndevs/"+i, sysfs.ParseIfName); ok {
 			ndev = nd
 			break
 		}
@@ -138,7 +138,7 @@ func (s *scan) functionNetdev(dir string, port int) string {
 		if _, err := sysfs.ParseIfName(name); err != nil {
 			continue
 		}
-		dp, ok := read(s, netDir+"/"+name+" dev_port", netDir+"/"+name+"/dev_port", sysfs.ParseDecimal)
+		dp, ok := read(s, netDir+"/"+name+"/dev_port", sysfs.ParseDecimal)
 		if ok && dp == port-1 {
 			return name
 		}

@@ -17,6 +17,9 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // DefaultRoot is where the kernel mounts sysfs on a live host.
@@ -158,7 +161,11 @@ func (f *FS) list(dir string) listing {
 // Listing a directory costs several system calls, an lstat one, and most directories on
 // a path are looked into once.
 func (f *FS) lookup(dir, elem string) (fs.FileMode, error) {
-	p := join(dir, elem)
+	return f.lookupPath(dir, elem, join(dir, elem))
+}
+
+// lookupPath is lookup for callers that have joined p = dir/elem already.
+func (f *FS) lookupPath(dir, elem, p string) (fs.FileMode, error) {
 	f.mu.Lock()
 	l, listed := f.listings[dir]
 	t, statted := f.types[p]
@@ -236,11 +243,11 @@ func (f *FS) step(dir, elem string, hops *int) (string, error) {
 		}
 		return path.Dir(dir), nil
 	}
-	t, err := f.lookup(dir, elem)
+	p := join(dir, elem)
+	t, err := f.lookupPath(dir, elem, p)
 	if err != nil {
 		return "", err
 	}
-	p := join(dir, elem)
 	if t&fs.ModeSymlink == 0 {
 		return p, nil
 	}
@@ -276,7 +283,7 @@ func (f *FS) ReadString(name string) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		s, err := readFile(f.dir + "/" + join(dir, path.Base(name)))
+		s, err := readFile(f.dir, dir, path.Base(name))
 		if !errors.Is(err, syscall.ELOOP) {
 			if err != nil {
 				return "", &fs.PathError{Op: "read", Path: name, Err: err}
@@ -298,13 +305,12 @@ func (f *FS) ReadString(name string) (string, error) {
 // maxFileSize bounds what readFile returns: a sysfs attribute is at most a page.
 const maxFileSize = 64 << 10
 
-// readFile reads the file at the absolute path p without following a final link, in as
-// few system calls as Linux allows: open, read until a short read, close. A short read
-// is the end of the file for both kinds of file a root holds: a sysfs attribute returns
-// its whole value in the first read, and a read of a regular local file stops short only
-// at its end.
-func readFile(p string) (string, error) {
-	fd, err := syscall.Open(p, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0)
+// readFile reads the file root/dir/base without following a final link, in as few
+// system calls as Linux allows: open, read until a short read, close. A short read is the
+// end of the file for both kinds of file a root holds: a sysfs attribute returns its whole
+// value in the first read, and a read of a regular local file stops short only at its end.
+func readFile(root, dir, base string) (string, error) {
+	fd, err := openNoFollow(root, dir, base)
 	if err != nil {
 		return "", err
 	}
@@ -334,6 +340,40 @@ func readFile(p string) (string, error) {
 		b = b[:n-1]
 	}
 	return string(b), nil
+}
+
+// openNoFollow opens root/dir/base read-only with O_NOFOLLOW. The path is assembled in a
+// stack buffer rather than as a string, which a scan would allocate twice per file (once
+// to join, once to convert for the kernel).
+func openNoFollow(root, dir, base string) (int, error) {
+	var buf [512]byte
+	n := len(root) + 1 + len(dir) + 1 + len(base)
+	if n >= len(buf) || strings.IndexByte(root, 0) >= 0 || strings.IndexByte(dir, 0) >= 0 || strings.IndexByte(base, 0) >= 0 {
+		// Long paths take the allocating call, which also refuses NUL bytes (EINVAL).
+		return syscall.Open(root+"/"+join(dir, base), syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0)
+	}
+	i := copy(buf[:], root)
+	buf[i] = '/'
+	i++
+	if dir != "." {
+		i += copy(buf[i:], dir)
+		buf[i] = '/'
+		i++
+	}
+	i += copy(buf[i:], base)
+	buf[i] = 0
+	cwd := unix.AT_FDCWD // a variable: the negative constant does not convert to uintptr
+	for {
+		fd, _, errno := syscall.Syscall6(syscall.SYS_OPENAT, uintptr(cwd), uintptr(unsafe.Pointer(&buf[0])),
+			uintptr(syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NOFOLLOW), 0, 0, 0)
+		if errno == syscall.EINTR {
+			continue
+		}
+		if errno != 0 {
+			return -1, errno
+		}
+		return int(fd), nil
+	}
 }
 
 // ReadDirNames returns the sorted names of the entries of the directory name. The slice
