@@ -142,6 +142,19 @@ func TestOpenDisk(t *testing.T) {
 	if got, err := f.ReadString("class/infiniband/rxe0/parent"); err != nil || got != "eth0" {
 		t.Errorf("ReadString(parent) = %q, %v", got, err)
 	}
+	// A final component that is a link takes the resolving path; one that leaves the
+	// root is refused there too.
+	mustSymlink(t, "parent", filepath.Join(root, "devices/virtual/infiniband/rxe0/alias"))
+	mustSymlink(t, "../../../../../"+filepath.Base(outside)+"/secret", filepath.Join(root, "devices/virtual/infiniband/rxe0/leak"))
+	if got, err := f.ReadString("class/infiniband/rxe0/alias"); err != nil || got != "eth0" {
+		t.Errorf("ReadString(alias) = %q, %v", got, err)
+	}
+	if _, err := f.ReadString("class/infiniband/rxe0/leak"); !errors.Is(err, ErrOutsideRoot) {
+		t.Errorf("ReadString(leak) error = %v, want ErrOutsideRoot", err)
+	}
+	if _, err := f.ReadString("class/infiniband/rxe0/none"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("ReadString(none) error = %v, want ErrNotExist", err)
+	}
 	for _, name := range []string{"abs/secret", "rel/secret"} {
 		if _, err := f.ReadString(name); !errors.Is(err, ErrOutsideRoot) {
 			t.Errorf("ReadString(%q) error = %v, want ErrOutsideRoot", name, err)
