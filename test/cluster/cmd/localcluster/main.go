@@ -75,6 +75,11 @@ func run(ctx context.Context, log *slog.Logger, cmd, repo, cacheDir, goCmd, cont
 	} else if _, err := os.Stat("/usr/local/go/bin/go"); err == nil {
 		goCmd = "/usr/local/go/bin/go"
 	}
+	if cmd == "up" || cmd == "down" || cmd == "smoke" {
+		if err := localcluster.CheckHost(); err != nil {
+			return err
+		}
+	}
 	layout := localcluster.NewLayout(repo)
 	if cacheDir != "" {
 		if layout.Cache, err = filepath.Abs(cacheDir); err != nil {
@@ -90,9 +95,6 @@ func run(ctx context.Context, log *slog.Logger, cmd, repo, cacheDir, goCmd, cont
 	case "build":
 		return bins.EnsureAll(ctx)
 	case "up":
-		if err := localcluster.CheckHost(); err != nil {
-			return err
-		}
 		if err := bins.EnsureAll(ctx); err != nil {
 			return err
 		}
