@@ -58,6 +58,7 @@ func (c *Cluster) Down(ctx context.Context) error {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
+	note(removePodCgroups())
 	// kube-proxy's iptables rules outlive it.
 	if c.Bins != nil {
 		if _, err := os.Stat(c.Bins.Kubernetes.Path("kube-proxy")); err == nil {
