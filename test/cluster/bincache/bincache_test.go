@@ -1,0 +1,97 @@
+package bincache
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestWithoutReplace(t *testing.T) {
+	in := `module go.etcd.io/etcd/server/v3
+
+go 1.26
+
+require (
+	go.etcd.io/etcd/api/v3 v3.7.0
+)
+
+replace (
+	go.etcd.io/etcd/api/v3 => ../api
+	go.etcd.io/etcd/pkg/v3 => ../pkg
+)
+
+replace example.com/x => ../x
+
+require example.com/y v1.0.0
+`
+	p := filepath.Join(t.TempDir(), "go.mod")
+	if err := os.WriteFile(p, []byte(in), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := withoutReplace(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"module ", "replace", "=>"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("output still has %q:\n%s", bad, out)
+		}
+	}
+	for _, good := range []string{"go 1.26", "go.etcd.io/etcd/api/v3 v3.7.0", "require example.com/y v1.0.0"} {
+		if !strings.Contains(out, good) {
+			t.Errorf("output lost %q:\n%s", good, out)
+		}
+	}
+}
+
+func TestKubeLDFlags(t *testing.T) {
+	tests := []struct {
+		version string
+		want    []string
+		wantErr bool
+	}{
+		{"v1.37.1", []string{
+			"-X k8s.io/component-base/version.gitVersion=v1.37.1",
+			"-X k8s.io/client-go/pkg/version.gitVersion=v1.37.1",
+			"-X k8s.io/component-base/version.gitMajor=1",
+			"-X k8s.io/component-base/version.gitMinor=37",
+			"-X k8s.io/client-go/pkg/version.gitTreeState=clean",
+		}, false},
+		{"v0.0.0-20260101000000-abcdef", nil, false},
+		{"devel", nil, true},
+	}
+	for _, tc := range tests {
+		got, err := kubeLDFlags(tc.version)
+		if (err != nil) != tc.wantErr {
+			t.Fatalf("kubeLDFlags(%q) err = %v", tc.version, err)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("kubeLDFlags(%q) lacks %q: %s", tc.version, w, got)
+			}
+		}
+	}
+}
+
+func TestUpToDate(t *testing.T) {
+	dir := t.TempDir()
+	comp := Component{Name: "x", Version: "v1", Binaries: []string{"bin"}, Dir: dir}
+	c := &Cache{}
+	if c.upToDate(comp) {
+		t.Fatal("empty dir counted as up to date")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bin"), []byte("x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeStamp(comp, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !c.upToDate(comp) {
+		t.Fatal("built component not up to date")
+	}
+	comp.Version = "v2"
+	if c.upToDate(comp) {
+		t.Fatal("component with another version counted as up to date")
+	}
+}
