@@ -243,8 +243,12 @@ func (c *Cluster) writeEnv(f *host.Facts) error {
 	if err := os.WriteFile(l.EnvFile(), []byte(b.String()), 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", l.EnvFile(), err)
 	}
-	// kubectl where people look for it.
-	bin := filepath.Join(l.Repo, "_output", "bin")
+	return c.LinkKubectl()
+}
+
+// LinkKubectl links _output/bin/kubectl to the cached kubectl, where people look for it.
+func (c *Cluster) LinkKubectl() error {
+	bin := filepath.Join(c.Layout.Repo, "_output", "bin")
 	if err := os.MkdirAll(bin, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", bin, err)
 	}

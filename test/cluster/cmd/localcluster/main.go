@@ -93,7 +93,10 @@ func run(ctx context.Context, log *slog.Logger, cmd, repo, cacheDir, goCmd, cont
 	c := &localcluster.Cluster{Layout: layout, Bins: bins, Log: log, Go: goCmd}
 	switch cmd {
 	case "build":
-		return bins.EnsureAll(ctx)
+		if err := bins.EnsureAll(ctx); err != nil {
+			return err
+		}
+		return c.LinkKubectl()
 	case "up":
 		if err := bins.EnsureAll(ctx); err != nil {
 			return err
