@@ -72,7 +72,7 @@ func New(ctx context.Context, root, testModule, goCmd, containerdVersion string,
 	if err != nil {
 		return nil, err
 	}
-	ev, err := c.moduleVersion(ctx, etcdModule)
+	ev, err := c.kubernetesPin(ctx, kv, etcdModule)
 	if err != nil {
 		return nil, err
 	}
@@ -90,12 +90,39 @@ func New(ctx context.Context, root, testModule, goCmd, containerdVersion string,
 	return c, nil
 }
 
-func (c *Cache) moduleVersion(ctx context.Context, mod string) (string, error) {
-	out, err := c.goOutput(ctx, c.TestModule, nil, "list", "-m", "-f", "{{.Version}}", mod)
+// moduleVersion reads the version of a required module from the test module's go.mod text;
+// unlike `go list -m` it does not depend on the rest of go.mod being tidy.
+func (c *Cache) moduleVersion(_ context.Context, mod string) (string, error) {
+	return requiredVersion(filepath.Join(c.TestModule, "go.mod"), mod)
+}
+
+// kubernetesPin returns the version of mod that k8s.io/kubernetes@version requires in its
+// own go.mod (etcd's server is one: the test module does not need it).
+func (c *Cache) kubernetesPin(ctx context.Context, version, mod string) (string, error) {
+	out, err := c.goOutput(ctx, c.Root, []string{"GOFLAGS="}, "mod", "download", "-json", "k8s.io/kubernetes@"+version)
 	if err != nil {
-		return "", fmt.Errorf("version of %s in the test module: %w", mod, err)
+		return "", err
 	}
-	return strings.TrimSpace(out), nil
+	var dl struct{ GoMod string }
+	if err := json.Unmarshal([]byte(out), &dl); err != nil {
+		return "", fmt.Errorf("parse go mod download output: %w", err)
+	}
+	return requiredVersion(dl.GoMod, mod)
+}
+
+// requiredVersion finds mod's version in the require lines of the go.mod at path.
+func requiredVersion(path, mod string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", path, err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(strings.TrimPrefix(strings.TrimSpace(line), "require "))
+		if len(f) >= 2 && f[0] == mod && strings.HasPrefix(f[1], "v") {
+			return f[1], nil
+		}
+	}
+	return "", fmt.Errorf("%s does not require %s", path, mod)
 }
 
 // stamp records what a component directory was built from.

@@ -95,3 +95,18 @@ func TestUpToDate(t *testing.T) {
 		t.Fatal("component with another version counted as up to date")
 	}
 }
+
+func TestModuleVersion(t *testing.T) {
+	dir := t.TempDir()
+	gomod := "module x\n\nrequire k8s.io/kubernetes v1.37.1\n\nrequire (\n\tgo.etcd.io/etcd/server/v3 v3.7.0 // indirect\n)\n\nreplace k8s.io/api => k8s.io/api v0.37.1\n"
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := &Cache{TestModule: dir}
+	for mod, want := range map[string]string{"k8s.io/kubernetes": "v1.37.1", "go.etcd.io/etcd/server/v3": "v3.7.0", "k8s.io/api": ""} {
+		got, err := c.moduleVersion(t.Context(), mod)
+		if got != want || (want == "") != (err != nil) {
+			t.Errorf("moduleVersion(%s) = %q, %v; want %q", mod, got, err, want)
+		}
+	}
+}
