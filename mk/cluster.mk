@@ -32,3 +32,7 @@ cluster-smoke: cluster-tool ## run the smoke test against the running local clus
 .PHONY: cluster-test
 cluster-test: ## unit tests of the local cluster tool
 	cd test && $(GO) test -count=1 ./cluster/...
+
+.PHONY: cluster-import
+cluster-import: cluster-tool ## import OCI image archives into the local cluster: IMAGES="a.tar b.tar" (root)
+	$(CLUSTER_TOOL) import $(IMAGES)

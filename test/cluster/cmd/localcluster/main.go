@@ -3,6 +3,7 @@
 // cluster-down, cluster-status and cluster-smoke call it; see docs/local-cluster.md.
 //
 //	localcluster [flags] build|up|down|status|smoke
+//	localcluster [flags] import ARCHIVE...   (OCI archives into containerd's k8s.io namespace)
 package main
 
 import (
@@ -42,18 +43,18 @@ func main() {
 	skipSmoke := flag.Bool("skip-smoke", os.Getenv("SKIP_SMOKE") == "1", "do not run the smoke test at the end of up (env SKIP_SMOKE=1)")
 	verbosity := flag.Int("v", 2, "klog verbosity of the components")
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: localcluster [flags] build|up|down|status|smoke\n")
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: localcluster [flags] build|up|down|status|smoke\n       localcluster [flags] import ARCHIVE...\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	if flag.NArg() != 1 {
+	if flag.NArg() < 1 || (flag.Arg(0) != "import" && flag.NArg() != 1) {
 		flag.Usage()
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, log, flag.Arg(0), *repo, *cacheDir, *goCmd, *containerd, localcluster.Options{
+	if err := run(ctx, log, flag.Args(), *repo, *cacheDir, *goCmd, *containerd, localcluster.Options{
 		FeatureGates: *gates, RuntimeConfig: *runtimeCfg, Fixture: *fixture, MockProfile: *profile,
 		SkipSmoke: *skipSmoke, Verbosity: *verbosity,
 	}); err != nil {
@@ -62,7 +63,8 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, log *slog.Logger, cmd, repo, cacheDir, goCmd, containerdVersion string, o localcluster.Options) error {
+func run(ctx context.Context, log *slog.Logger, args []string, repo, cacheDir, goCmd, containerdVersion string, o localcluster.Options) error {
+	cmd := args[0]
 	repo, err := filepath.Abs(repo)
 	if err != nil {
 		return fmt.Errorf("repository path: %w", err)
@@ -75,7 +77,7 @@ func run(ctx context.Context, log *slog.Logger, cmd, repo, cacheDir, goCmd, cont
 	} else if _, err := os.Stat("/usr/local/go/bin/go"); err == nil {
 		goCmd = "/usr/local/go/bin/go"
 	}
-	if cmd == "up" || cmd == "down" || cmd == "smoke" {
+	if cmd == "up" || cmd == "down" || cmd == "smoke" || cmd == "import" {
 		if err := localcluster.CheckHost(); err != nil {
 			return err
 		}
@@ -112,7 +114,15 @@ func run(ctx context.Context, log *slog.Logger, cmd, repo, cacheDir, goCmd, cont
 		return c.Status(ctx)
 	case "smoke":
 		return c.Smoke(ctx)
+	case "import":
+		for _, a := range args[1:] {
+			if err := localcluster.ImportArchive(ctx, layout, bins, a); err != nil {
+				return err
+			}
+			log.Info("imported", "archive", a)
+		}
+		return nil
 	default:
-		return errors.New("unknown command " + cmd + "; want build, up, down, status or smoke")
+		return errors.New("unknown command " + cmd + "; want build, up, down, status, smoke or import")
 	}
 }
