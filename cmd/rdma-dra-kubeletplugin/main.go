@@ -11,12 +11,14 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
 	"github.com/rdma-dra/rdma-dra-driver/internal/cliflags"
 	"github.com/rdma-dra/rdma-dra-driver/internal/version"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/health"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/plugin"
 )
 
@@ -31,9 +33,10 @@ func main() {
 
 // flagValues are the raw flag values that need parsing into plugin.Config.
 type flagValues struct {
-	cfg     plugin.Config
-	model   string
-	netlink string
+	cfg         plugin.Config
+	model       string
+	netlink     string
+	taintEffect string
 }
 
 func newApp() *cli.App {
@@ -83,7 +86,11 @@ func (v *flagValues) flags() []cli.Flag {
 		&cli.StringFlag{Name: "hook-install-dir", Usage: "host directory the memlock hook is copied to; must be mounted at the same path", Value: "/var/lib/rdma-dra/bin", EnvVars: []string{"HOOK_INSTALL_DIR"}, Destination: &c.HookInstallDir},
 		&cli.StringFlag{Name: "hook-source", Usage: "the hook binary to install; default: " + plugin.HookBinary + " next to this executable", EnvVars: []string{"HOOK_SOURCE"}, Destination: &c.HookSource},
 		&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig file; empty uses the in-cluster configuration", EnvVars: []string{"KUBECONFIG"}, Destination: &c.Kubeconfig},
-		&cli.StringFlag{Name: "netlink", Usage: "ask netlink for the RDMA netns mode: auto (only when --sysfs-root is /sys), true or false", Value: "auto", EnvVars: []string{"NETLINK"}, Destination: &v.netlink},
+		&cli.StringFlag{Name: "netlink", Usage: "ask netlink for the RDMA netns mode and watch netdevs through rtnetlink: auto (only when --sysfs-root is /sys), true or false", Value: "auto", EnvVars: []string{"NETLINK"}, Destination: &v.netlink},
+		&cli.DurationFlag{Name: "health-poll-interval", Usage: "how often the state of every port and the list of RDMA devices are read; a change is republished within about this long", Value: health.DefaultPollInterval, EnvVars: []string{"HEALTH_POLL_INTERVAL"}, Destination: &c.HealthPollInterval},
+		&cli.StringFlag{Name: "taint-effect", Usage: "effect of the taint of a port that is not ACTIVE: NoSchedule, NoExecute (evict the pods using it) or None", Value: string(resourceapi.DeviceTaintEffectNoSchedule), EnvVars: []string{"TAINT_EFFECT"}, Destination: &v.taintEffect},
+		&cli.IntFlag{Name: "max-republish-per-minute", Usage: "damping: at most this many republishes after changes in any minute, half of them at once; the last state is always published; 0 disables", Value: health.DefaultMaxRepublishPerMinute, EnvVars: []string{"MAX_REPUBLISH_PER_MINUTE"}, Destination: &c.MaxRepublishPerMinute},
+		&cli.BoolFlag{Name: "node-events", Usage: "record an Event on the Node when a port changes state, appears or disappears", Value: true, EnvVars: []string{"NODE_EVENTS"}, Destination: &c.NodeEvents},
 		&cli.StringFlag{Name: "boot-id-path", Usage: "the kernel's boot ID file, which invalidates the checkpoint after a reboot", Value: checkpoint.DefaultBootIDPath, EnvVars: []string{"BOOT_ID_PATH"}, Destination: &c.BootIDPath},
 	}
 }
@@ -97,6 +104,11 @@ func (v *flagValues) config() (plugin.Config, error) {
 		return cfg, fmt.Errorf("--model: %w", err)
 	}
 	cfg.Model = model
+	effect, err := plugin.ParseTaintEffect(v.taintEffect)
+	if err != nil {
+		return cfg, fmt.Errorf("--taint-effect: %w", err)
+	}
+	cfg.TaintEffect = effect
 	switch v.netlink {
 	case "auto":
 		cfg.Netlink = cfg.SysfsRoot == "/sys"

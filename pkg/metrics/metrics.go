@@ -38,6 +38,7 @@ type Plugin struct {
 	checkpointErrors *prometheus.CounterVec
 	cleanupRemoved   *prometheus.CounterVec
 	model            *prometheus.GaugeVec
+	healthMetrics
 }
 
 // NewPlugin creates the metrics and registers them, with the Go and process collectors,
@@ -92,6 +93,7 @@ func NewPlugin() *Plugin {
 			Namespace: Namespace, Name: "device_model",
 			Help: "1 for the device model this node publishes (partitionable or legacy).",
 		}, []string{"model"}),
+		healthMetrics: newHealthMetrics(),
 	}
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: Namespace, Name: "build_info",
@@ -106,6 +108,7 @@ func NewPlugin() *Plugin {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
+	m.registry.MustRegister(m.healthMetrics.collectors()...)
 	// Make the labelled series exist from the start, so that rate() and absent() work
 	// before the first event.
 	for _, r := range []string{ResultSuccess, ResultError} {

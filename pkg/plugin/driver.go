@@ -41,6 +41,11 @@ type DeviceLookup interface {
 	Lookup(pool, device string) (devicemodel.Device, bool)
 }
 
+// HealthWatcher streams device health to the kubelet; *health.Monitor implements it.
+type HealthWatcher interface {
+	Watch(ctx context.Context, reports chan<- kubeletplugin.DeviceHealthReport) error
+}
+
 // Driver implements [kubeletplugin.DRAPlugin].
 //
 // The helper serializes PrepareResourceClaims and UnprepareResourceClaims (across
@@ -53,6 +58,7 @@ type Driver struct {
 	store      *checkpoint.Store
 	specs      SpecWriter
 	devices    DeviceLookup
+	health     HealthWatcher
 	metrics    *metrics.Plugin
 	clock      clock.PassiveClock
 	status     *statusWriter
@@ -92,6 +98,8 @@ type DriverOptions struct {
 	Specs SpecWriter
 	// Devices finds published devices.
 	Devices DeviceLookup
+	// Health streams device health; nil reports none (ErrHealthNotSupported).
+	Health HealthWatcher
 	// Metrics receives the plugin's metrics; nil creates a private set.
 	Metrics *metrics.Plugin
 	// Clock is the clock for timestamps; nil is the real clock.
@@ -121,6 +129,7 @@ func NewDriver(ctx context.Context, opts DriverOptions) (*Driver, error) {
 		store:           opts.Store,
 		specs:           opts.Specs,
 		devices:         opts.Devices,
+		health:          opts.Health,
 		metrics:         opts.Metrics,
 		clock:           opts.Clock,
 		hold:            opts.Hold,
@@ -287,11 +296,14 @@ func (d *Driver) HandleError(ctx context.Context, err error, msg string) {
 	d.fatal(fmt.Errorf("%s: %w", msg, err))
 }
 
-// WatchHealthStatus implements [kubeletplugin.DRAPlugin]. Device health is not reported
-// yet; Run turns the health service off so that the kubelet never calls this, and a
-// kubelet that still does stops watching on this error.
-func (d *Driver) WatchHealthStatus(context.Context, chan<- kubeletplugin.DeviceHealthReport) error {
-	return kubeletplugin.ErrHealthNotSupported
+// WatchHealthStatus implements [kubeletplugin.DRAPlugin]: the health of every device,
+// at once, on every change and periodically, until the kubelet goes away (ctx). The
+// kubelet may call it again, and more than once at a time; each call streams on its own.
+func (d *Driver) WatchHealthStatus(ctx context.Context, reports chan<- kubeletplugin.DeviceHealthReport) error {
+	if d.health == nil {
+		return kubeletplugin.ErrHealthNotSupported
+	}
+	return d.health.Watch(ctx, reports)
 }
 
 // stepDone reports a finished step to the test seam.

@@ -70,7 +70,7 @@ func newHarness(t testing.TB, profile string) *harness {
 	}
 	h.setBootID("boot-1")
 	h.pub = NewPublisher(discovery.New(discovery.Options{SysfsRoot: filepath.Join(node, mocknode.SysDir)}),
-		devicemodel.Options{DriverName: testDriver, NodeName: testNode}, ModelAuto, nil)
+		devicemodel.Options{DriverName: testDriver, NodeName: testNode}, ModelAuto, PublisherOptions{})
 	h.pub.SetSink(h.sink)
 	if err := h.pub.Sync(h.ctx); err != nil {
 		t.Fatal(err)

@@ -7,8 +7,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -16,6 +16,7 @@ import (
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/health"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/metrics"
 )
 
@@ -54,46 +55,18 @@ type ResourcePublisher interface {
 	PublishResources(ctx context.Context, resources resourceslice.DriverResources) error
 }
 
-// Trigger says when to look at the node again: it returns a channel that receives when
-// a rescan is due. Today that is a ticker (Periodic); an event source can take its place.
-type Trigger interface {
-	C() <-chan struct{}
-}
-
-// Periodic returns a trigger that fires every interval.
-func Periodic(ctx context.Context, c clock.WithTicker, interval time.Duration) Trigger {
-	t := periodic{ch: make(chan struct{})}
-	ticker := c.NewTicker(interval)
-	go func() {
-		defer ticker.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-ticker.C():
-				select {
-				case t.ch <- struct{}{}:
-				case <-ctx.Done():
-					return
-				}
-			}
-		}
-	}()
-	return t
-}
-
-type periodic struct{ ch chan struct{} }
-
-func (p periodic) C() <-chan struct{} { return p.ch }
-
 // Publisher keeps the node's ResourceSlices in line with its hardware: it discovers,
 // builds the device model and publishes, and does it again only when the inventory (or
 // the model) changed, so that a quiet node causes no API traffic.
 type Publisher struct {
-	discoverer Discoverer
-	opts       devicemodel.Options
-	choice     Model
-	metrics    *metrics.Plugin
+	discoverer  Discoverer
+	opts        devicemodel.Options
+	choice      Model
+	metrics     *metrics.Plugin
+	clock       clock.WithTicker
+	limiter     *health.Limiter
+	observer    ScanObserver
+	taintEffect resourceapi.DeviceTaintEffect
 
 	// fallback is signalled when the node must switch to the legacy model.
 	fallback chan struct{}
@@ -108,12 +81,52 @@ type Publisher struct {
 	current, other *devicemodel.Result
 }
 
-// NewPublisher returns a publisher. opts.Legacy is ignored: choice decides the model.
-func NewPublisher(d Discoverer, opts devicemodel.Options, choice Model, m *metrics.Plugin) *Publisher {
-	if m == nil {
-		m = metrics.NewPlugin()
+// ScanObserver is told about every successful scan; *health.Monitor implements it. It
+// is called with the publisher's lock held and must not block.
+type ScanObserver interface {
+	Observe(ctx context.Context, scan health.Scan)
+}
+
+// PublisherOptions are the optional parts of a Publisher.
+type PublisherOptions struct {
+	// Metrics receives the publisher's metrics; nil creates a private set.
+	Metrics *metrics.Plugin
+	// Clock times damping and republish latency; nil is the real clock.
+	Clock clock.WithTicker
+	// Limiter damps republishing in Run; nil never delays.
+	Limiter *health.Limiter
+	// Observer is told about every scan; nil is nobody.
+	Observer ScanObserver
+	// TaintEffect is the effect of the taint of a port that is not ACTIVE; empty is
+	// NoSchedule.
+	TaintEffect resourceapi.DeviceTaintEffect
+}
+
+// ParseTaintEffect checks a --taint-effect value.
+func ParseTaintEffect(s string) (resourceapi.DeviceTaintEffect, error) {
+	switch e := resourceapi.DeviceTaintEffect(s); e {
+	case resourceapi.DeviceTaintEffectNoSchedule, resourceapi.DeviceTaintEffectNoExecute, resourceapi.DeviceTaintEffectNone:
+		return e, nil
 	}
-	p := &Publisher{discoverer: d, opts: opts, choice: choice, metrics: m, legacy: choice == ModelLegacy, fallback: make(chan struct{}, 1)}
+	return "", fmt.Errorf("unknown taint effect %q, want NoSchedule, NoExecute or None", s)
+}
+
+// NewPublisher returns a publisher. opts.Legacy is ignored: choice decides the model.
+func NewPublisher(d Discoverer, opts devicemodel.Options, choice Model, po PublisherOptions) *Publisher {
+	if po.Metrics == nil {
+		po.Metrics = metrics.NewPlugin()
+	}
+	if po.Clock == nil {
+		po.Clock = clock.RealClock{}
+	}
+	if po.TaintEffect == "" {
+		po.TaintEffect = resourceapi.DeviceTaintEffectNoSchedule
+	}
+	p := &Publisher{
+		discoverer: d, opts: opts, choice: choice, metrics: po.Metrics, clock: po.Clock,
+		limiter: po.Limiter, observer: po.Observer, taintEffect: po.TaintEffect,
+		legacy: choice == ModelLegacy, fallback: make(chan struct{}, 1),
+	}
 	p.metrics.SetModel(p.modelName())
 	return p
 }
@@ -129,35 +142,45 @@ func (p *Publisher) SetSink(sink ResourcePublisher) {
 // Sync discovers the node and publishes if the inventory, the model or the sink changed
 // since the last publish.
 func (p *Publisher) Sync(ctx context.Context) error {
+	_, err := p.sync(ctx)
+	return err
+}
+
+// sync is Sync that also says whether it handed slices to the sink.
+func (p *Publisher) sync(ctx context.Context) (bool, error) {
 	logger := klog.FromContext(ctx)
 	inv, err := p.discoverer.Discover(ctx)
 	if err != nil {
 		p.metrics.PublishError("discover")
-		return fmt.Errorf("discover node: %w", err)
+		return false, fmt.Errorf("discover node: %w", err)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	rebuild := p.current == nil || !reflect.DeepEqual(inv, p.inventory)
+	previous := p.inventory
 	if rebuild {
 		current, other, err := p.build(inv)
 		if err != nil {
 			p.metrics.PublishError("build")
-			return err
+			return false, err
 		}
 		p.inventory, p.current, p.other, p.published = inv, current, other, false
 		current.LogIssues(logger)
 		logger.Info("Node inventory changed", "ports", len(inv.Ports), "devices", len(current.Devices), "model", p.modelName())
 	}
+	if p.observer != nil {
+		p.observer.Observe(ctx, health.Scan{Previous: previous, Inventory: inv, Changed: rebuild, Models: []*devicemodel.Result{p.current, p.other}})
+	}
 	if p.published || p.sink == nil {
-		return nil
+		return false, nil
 	}
 	if err := p.sink.PublishResources(ctx, p.current.Resources); err != nil {
 		p.metrics.PublishError("publish")
-		return fmt.Errorf("publish resources: %w", err)
+		return false, fmt.Errorf("publish resources: %w", err)
 	}
 	p.published = true
 	p.metrics.Published()
-	return nil
+	return true, nil
 }
 
 // build returns the model to publish and the other one.
@@ -173,21 +196,24 @@ func (p *Publisher) build(inv *discovery.Inventory) (current, other *devicemodel
 	if err != nil {
 		return nil, nil, fmt.Errorf("build device model: %w", err)
 	}
+	setTaintEffect(current, p.taintEffect)
+	setTaintEffect(other, p.taintEffect)
 	return current, other, nil
 }
 
-// Run calls Sync whenever trigger fires or the model must change, until ctx ends.
-func (p *Publisher) Run(ctx context.Context, trigger Trigger) {
-	logger := klog.FromContext(ctx)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-trigger.C():
-		case <-p.fallback:
-		}
-		if err := p.Sync(ctx); err != nil {
-			logger.Error(err, "Updating ResourceSlices failed, retrying at the next rescan")
+// setTaintEffect gives the not-ACTIVE taints of r the configured effect. The device model
+// always builds NoSchedule; NoExecute makes Kubernetes evict the pods of a port that fails.
+func setTaintEffect(r *devicemodel.Result, effect resourceapi.DeviceTaintEffect) {
+	for _, pool := range r.Resources.Pools {
+		for i := range pool.Slices {
+			for j := range pool.Slices[i].Devices {
+				taints := pool.Slices[i].Devices[j].Taints
+				for k := range taints {
+					if taints[k].Key == devicemodel.NotActiveTaintKey {
+						taints[k].Effect = effect
+					}
+				}
+			}
 		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/rdma-dra/rdma-dra-driver/pkg/cdi"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/health"
 )
 
 // crash is the panic value of a simulated crash.
@@ -219,7 +220,7 @@ func TestDroppedFieldsSwitchesToLegacy(t *testing.T) {
 	// The publisher's loop republishes on the fallback signal.
 	ctx, cancel := context.WithCancel(h.ctx)
 	defer cancel()
-	never := manualTrigger{ch: make(chan struct{})}
+	never := manualTrigger{ch: make(chan health.Signal)}
 	go h.pub.Run(ctx, never)
 	deadline := time.Now().Add(10 * time.Second)
 	for len(h.publishedSnapshot()) < 2 {
@@ -256,9 +257,9 @@ type recoverable struct{ error }
 func (r recoverable) Is(target error) bool { return target == kubeletplugin.ErrRecoverable }
 func (r recoverable) Unwrap() error        { return r.error }
 
-type manualTrigger struct{ ch chan struct{} }
+type manualTrigger struct{ ch chan health.Signal }
 
-func (m manualTrigger) C() <-chan struct{} { return m.ch }
+func (m manualTrigger) C() <-chan health.Signal { return m.ch }
 
 func (h *harness) publishedSnapshot() []resourceslice.DriverResources {
 	h.pub.mu.Lock()
@@ -354,7 +355,8 @@ func TestInstallHook(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	good := Config{NodeName: "n", DriverName: "rdma.dra.io", RescanInterval: time.Second, CleanupInterval: time.Minute, Model: ModelAuto, HealthcheckPort: -1}
+	good := Config{NodeName: "n", DriverName: "rdma.dra.io", RescanInterval: time.Second, CleanupInterval: time.Minute, Model: ModelAuto, HealthcheckPort: -1,
+		HealthPollInterval: time.Second, TaintEffect: resourceapi.DeviceTaintEffectNoSchedule, MaxRepublishPerMinute: 20}
 	tests := []struct {
 		name   string
 		change func(*Config)
@@ -364,6 +366,11 @@ func TestConfigValidate(t *testing.T) {
 		{name: "no node", change: func(c *Config) { c.NodeName = "" }, want: "--node-name (NODE_NAME) is required"},
 		{name: "bad model", change: func(c *Config) { c.Model = "fancy" }, want: `unknown device model "fancy", want auto, partitionable or legacy`},
 		{name: "zero rescan", change: func(c *Config) { c.RescanInterval = 0 }, want: "--rescan-interval must be positive, got 0s"},
+		{name: "zero poll", change: func(c *Config) { c.HealthPollInterval = 0 }, want: "--health-poll-interval must be positive, got 0s"},
+		{name: "NoExecute", change: func(c *Config) { c.TaintEffect = resourceapi.DeviceTaintEffectNoExecute }},
+		{name: "bad taint effect", change: func(c *Config) { c.TaintEffect = "PreferNoSchedule" }, want: `--taint-effect: unknown taint effect "PreferNoSchedule", want NoSchedule, NoExecute or None`},
+		{name: "no damping", change: func(c *Config) { c.MaxRepublishPerMinute = 0 }},
+		{name: "damping of one", change: func(c *Config) { c.MaxRepublishPerMinute = 1 }, want: "--max-republish-per-minute: max republishes per minute must be 0 (no damping) or at least 2, got 1"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -11,9 +11,14 @@ import (
 	"strconv"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
@@ -24,6 +29,7 @@ import (
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/health"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/metrics"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
 )
@@ -51,13 +57,21 @@ type Config struct {
 	RescanInterval  time.Duration
 	CleanupInterval time.Duration
 	Model           Model
+	// HealthPollInterval is how often port states are polled.
+	HealthPollInterval time.Duration
+	// TaintEffect is the effect of the taint of a port that is not ACTIVE.
+	TaintEffect resourceapi.DeviceTaintEffect
+	// MaxRepublishPerMinute damps republishing after changes; 0 turns damping off.
+	MaxRepublishPerMinute int
+	// NodeEvents records an Event on the Node when a port changes state.
+	NodeEvents bool
 	// HookInstallDir is the host path (mounted at the same path) the hook goes to.
 	HookInstallDir string
 	// HookSource is the hook binary to install; empty is next to the executable.
 	HookSource string
 	// Kubeconfig is a kubeconfig file; empty uses the in-cluster configuration.
 	Kubeconfig string
-	// Netlink asks netlink for the RDMA netns mode.
+	// Netlink asks netlink for the RDMA netns mode and watches netdevs through rtnetlink.
 	Netlink bool
 	// BootIDPath is the kernel's boot ID file.
 	BootIDPath string
@@ -78,7 +92,9 @@ func (c Config) KeysAndValues() []any {
 		"podUID", c.PodUID, "rollingUpdate", c.PodUID != "",
 		"healthcheckPort", c.HealthcheckPort, "metricsAddress", c.MetricsAddress,
 		"nodeConfig", c.NodeConfig, "rescanInterval", c.RescanInterval, "cleanupInterval", c.CleanupInterval,
-		"model", c.Model, "hookInstallDir", c.HookInstallDir, "hookSource", c.HookSource,
+		"model", c.Model, "healthPollInterval", c.HealthPollInterval, "taintEffect", c.TaintEffect,
+		"maxRepublishPerMinute", c.MaxRepublishPerMinute, "nodeEvents", c.NodeEvents,
+		"hookInstallDir", c.HookInstallDir, "hookSource", c.HookSource,
 		"kubeconfig", c.Kubeconfig, "netlink", c.Netlink, "bootIDPath", c.BootIDPath,
 		"prepareHoldFile", c.PrepareHoldFile,
 	}
@@ -104,6 +120,15 @@ func (c Config) Validate() error {
 	}
 	if _, err := ParseModel(string(c.Model)); err != nil {
 		errs = append(errs, err)
+	}
+	if c.HealthPollInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--health-poll-interval must be positive, got %s", c.HealthPollInterval))
+	}
+	if _, err := ParseTaintEffect(string(c.TaintEffect)); err != nil {
+		errs = append(errs, fmt.Errorf("--taint-effect: %w", err))
+	}
+	if err := health.ValidateMaxPerMinute(c.MaxRepublishPerMinute); err != nil {
+		errs = append(errs, fmt.Errorf("--max-republish-per-minute: %w", err))
 	}
 	return errors.Join(errs...)
 }
@@ -136,10 +161,19 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	m := metrics.NewPlugin()
+	realClock := clock.RealClock{}
+	monitor, err := newMonitor(ctx, cfg, kube, m, realClock)
+	if err != nil {
+		return err
+	}
+	limiter, err := health.NewLimiter(realClock, cfg.MaxRepublishPerMinute)
+	if err != nil {
+		return err
+	}
 	publisher := NewPublisher(
 		discovery.New(discovery.Options{SysfsRoot: cfg.SysfsRoot, UseNetlink: cfg.Netlink}),
 		devicemodel.Options{DriverName: cfg.DriverName, NodeName: cfg.NodeName, Config: nodeCfg},
-		cfg.Model, m)
+		cfg.Model, PublisherOptions{Metrics: m, Clock: realClock, Limiter: limiter, Observer: monitor, TaintEffect: cfg.TaintEffect})
 	// The first scan happens before the kubelet can call: prepare needs the devices.
 	if err := publisher.Sync(ctx); err != nil {
 		return err
@@ -151,6 +185,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Store:           checkpoint.NewStore(cfg.DataDir(), cfg.BootIDPath),
 		Specs:           cdi.NewWriter(cdi.Options{SpecDir: cfg.CDIRoot, DevRoot: cfg.DevRoot, HookPath: hookPath}),
 		Devices:         publisher,
+		Health:          monitor,
 		Metrics:         m,
 		Fatal:           func(err error) { stop(err) },
 		OnDroppedFields: publisher.HandleDroppedFields,
@@ -167,9 +202,8 @@ func Run(ctx context.Context, cfg Config) error {
 		kubeletplugin.KubeClient(kube),
 		kubeletplugin.RegistrarDirectoryPath(cfg.RegistrarDir),
 		kubeletplugin.PluginDataDirectoryPath(cfg.DataDir()),
-		// Health is not reported yet. Turning the service off keeps the kubelet from
-		// opening a stream at all; older kubelets would otherwise retry it and log.
-		kubeletplugin.HealthService(false),
+		// Device health goes to the kubelet (pod status allocatedResourcesStatus).
+		kubeletplugin.HealthService(true),
 	}
 	if cfg.PodUID != "" {
 		opts = append(opts, kubeletplugin.RollingUpdate(types.UID(cfg.PodUID)))
@@ -184,8 +218,8 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 
-	realClock := clock.RealClock{}
-	go publisher.Run(ctx, Periodic(ctx, realClock, cfg.RescanInterval))
+	go monitor.Run(ctx)
+	go publisher.Run(ctx, monitor)
 	go driver.RunCleanup(ctx, realClock, cfg.CleanupInterval)
 	go driver.RunStatusWriter(ctx)
 	if cfg.HealthcheckPort >= 0 {
@@ -214,6 +248,40 @@ func Run(ctx context.Context, cfg Config) error {
 	logger.Info("Shutting down")
 	return nil
 }
+
+// newMonitor returns the health monitor of the node: rtnetlink when cfg.Netlink, Node
+// events when cfg.NodeEvents. Events go out through a broadcaster that lives as long as
+// ctx.
+func newMonitor(ctx context.Context, cfg Config, kube kubernetes.Interface, m *metrics.Plugin, c clock.WithTicker) (*health.Monitor, error) {
+	opts := health.Options{
+		SysfsRoot:      cfg.SysfsRoot,
+		PollInterval:   cfg.HealthPollInterval,
+		RescanInterval: cfg.RescanInterval,
+		Clock:          c,
+		NodeName:       cfg.NodeName,
+		Metrics:        m,
+	}
+	if cfg.Netlink {
+		opts.Links = health.NetlinkSource{}
+	}
+	if cfg.NodeEvents {
+		broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+		go func() {
+			<-ctx.Done()
+			broadcaster.Shutdown()
+		}()
+		opts.Recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: EventComponent, Host: cfg.NodeName})
+	}
+	monitor, err := health.New(opts)
+	if err != nil {
+		return nil, fmt.Errorf("create health monitor: %w", err)
+	}
+	return monitor, nil
+}
+
+// EventComponent is the source component of the plugin's events.
+const EventComponent = "rdma-dra-kubeletplugin"
 
 // installHook installs the memlock hook and returns its path, or "" when the binary is
 // missing: only claims that ask for a memlock limit need it, and they fail with a clear

@@ -1,0 +1,92 @@
+package metrics
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// PortStates are the logical port states the port_state gauge has a series for, plus
+// Unknown for a state that could not be read.
+var PortStates = []string{"NOP", "DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFER", "Unknown"}
+
+// healthMetrics are the metrics of port health and republishing.
+type healthMetrics struct {
+	portState         *prometheus.GaugeVec
+	republishes       *prometheus.CounterVec
+	republishLatency  prometheus.Histogram
+	dampedRepublishes prometheus.Counter
+}
+
+// RepublishTriggers are the values of republish_total's trigger label.
+var RepublishTriggers = []string{"poll", "netlink", "rescan", "fallback"}
+
+func newHealthMetrics() healthMetrics {
+	h := healthMetrics{
+		portState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: Namespace, Name: "port_state",
+			Help: "1 for the logical state each RDMA port is in, 0 for the others; device is the RDMA device (ibdev).",
+		}, []string{"device", "port", "state"}),
+		republishes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "republish_total",
+			Help: "ResourceSlices republished after a change, by what noticed it (poll, netlink, rescan, fallback).",
+		}, []string{"trigger"}),
+		// A poll notices a change within its interval (1s); the rest is a scan and a
+		// hand-over to the ResourceSlice controller, milliseconds, unless damped.
+		republishLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: Namespace, Name: "republish_latency_seconds",
+			Help:    "Time from noticing a change (poll or netlink) to the ResourceSlice controller having the new slices, damping included.",
+			Buckets: []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60},
+		}),
+		dampedRepublishes: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "republish_damped_total",
+			Help: "Republishes held back by --max-republish-per-minute; each was published later with the state of that time.",
+		}),
+	}
+	for _, t := range RepublishTriggers {
+		h.republishes.WithLabelValues(t) // the series exist before the first republish
+	}
+	return h
+}
+
+func (h healthMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{h.portState, h.republishes, h.republishLatency, h.dampedRepublishes}
+}
+
+// SetPortState sets the port_state series of one port: 1 for state, 0 for the others. An
+// empty or unlisted state counts as Unknown.
+func (m *Plugin) SetPortState(ibdev string, port int, state string) {
+	known := false
+	for _, s := range PortStates {
+		known = known || s == state
+	}
+	if !known {
+		state = "Unknown"
+	}
+	p := strconv.Itoa(port)
+	for _, s := range PortStates {
+		v := 0.0
+		if s == state {
+			v = 1
+		}
+		m.portState.WithLabelValues(ibdev, p, s).Set(v)
+	}
+}
+
+// DeletePort removes the port_state series of a port that is gone.
+func (m *Plugin) DeletePort(ibdev string, port int) {
+	m.portState.DeletePartialMatch(prometheus.Labels{"device": ibdev, "port": strconv.Itoa(port)})
+}
+
+// Republished records a republish noticed by trigger; latency is observed when positive
+// (a rescan has no moment of noticing).
+func (m *Plugin) Republished(trigger string, latency time.Duration) {
+	m.republishes.WithLabelValues(trigger).Inc()
+	if latency > 0 {
+		m.republishLatency.Observe(latency.Seconds())
+	}
+}
+
+// RepublishDamped records a republish held back by damping.
+func (m *Plugin) RepublishDamped() { m.dampedRepublishes.Inc() }
