@@ -1,0 +1,238 @@
+// +groupName=rdma.dra.io
+
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// The marker above is for controller-gen, which writes the RdmaPool CRD from these
+// types (make generate). Deep copies are written by hand in rdmapool_deepcopy.go, like
+// RdmaConfig's.
+
+// RdmaPoolKind is the kind of RdmaPool.
+const RdmaPoolKind = "RdmaPool"
+
+// RdmaPoolResource is the plural resource name of RdmaPool in the API.
+const RdmaPoolResource = "rdmapools"
+
+// Limits of a pool's spec. They keep the generated CEL expression well below the API's
+// limit of 10 KiB and its cost below the allocator's budget; the controller still checks
+// both on the expression it writes.
+const (
+	// MaxSelectorValues bounds each selector list.
+	MaxSelectorValues = 32
+	// MaxSelectorValueLength bounds one selector value: attribute strings are at most
+	// 64 bytes, so a longer value could never match.
+	MaxSelectorValueLength = 64
+	// MaxCELLength bounds spec.cel.
+	MaxCELLength = 4096
+)
+
+// PoolMode is how a pool hands out ports: whole (exclusive) or in shares (shared).
+// +kubebuilder:validation:Enum=shared;exclusive
+type PoolMode string
+
+// The pool modes; they are the values of the rdma.dra.io/mode device attribute.
+const (
+	PoolModeShared    PoolMode = "shared"
+	PoolModeExclusive PoolMode = "exclusive"
+)
+
+// LinkType names a link layer. Both the kernel's spelling (InfiniBand, Ethernet) and the
+// short and lower-case forms the device plugins' configs use are accepted.
+// +kubebuilder:validation:Enum=InfiniBand;Ethernet;infiniband;ethernet;IB;ETH;ib;eth;ether
+type LinkType string
+
+// RdmaPool is a set of RDMA ports that the controller offers as one DeviceClass, named
+// after the pool, handed out whole or in shares.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=rpool,categories=rdma
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`
+// +kubebuilder:printcolumn:name="Ports",type=integer,JSONPath=`.status.ports`
+// +kubebuilder:printcolumn:name="Allocated",type=integer,JSONPath=`.status.allocated`,description="ports (exclusive) or shares (shared) in use"
+// +kubebuilder:printcolumn:name="Free",type=integer,JSONPath=`.status.free`,description="ports (exclusive) or shares (shared) that can still be allocated"
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Extended Resource",type=string,JSONPath=`.spec.extendedResourceName`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 253 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="metadata.name must be a DNS subdomain: it names the pool's DeviceClass"
+type RdmaPool struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is what the pool selects and how it hands it out.
+	// +required
+	Spec RdmaPoolSpec `json:"spec"`
+	// Status is what the controller observed.
+	// +optional
+	Status RdmaPoolStatus `json:"status,omitempty"`
+}
+
+// RdmaPoolSpec selects ports and says how they are handed out.
+type RdmaPoolSpec struct {
+	// Mode is shared (claims get shares of a port, rdma.dra.io/shares) or exclusive
+	// (claims get whole ports). It cannot change: claims allocated from the pool's
+	// DeviceClass were allocated in that mode.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="mode is immutable; create another pool"
+	Mode PoolMode `json:"mode"`
+	// Selectors choose the ports. Within one selector any value may match (OR); all
+	// selectors that are set must match (AND). No selectors: every port.
+	// +optional
+	Selectors PoolSelectors `json:"selectors,omitempty"`
+	// CEL is an extra DRA CEL selector expression over `device`, ANDed with the
+	// selectors, e.g. `device.attributes["rdma.dra.io"].numa_node == 0`.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	CEL string `json:"cel,omitempty"`
+	// ExtendedResourceName lets pods that ask for this extended resource in
+	// resources.limits (e.g. rdma/hca_shared_devices_a, the name the device plugins
+	// used) be served from the pool. At most one pool may claim a name.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9]$')",message="must be <domain>/<name>, e.g. rdma/hca_shared_devices_a"
+	// +kubebuilder:validation:XValidation:rule="!(self.startsWith('kubernetes.io/') || self.matches('^[^/]*\\\\.kubernetes\\\\.io/'))",message="must not be in the kubernetes.io domain"
+	ExtendedResourceName *string `json:"extendedResourceName,omitempty"`
+	// Config is an RdmaConfig (apiVersion rdma.dra.io/v1alpha1, kind RdmaConfig) that
+	// the DeviceClass passes to the driver for every claim of the pool; a claim's own
+	// config overrides it field by field.
+	// +optional
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Type=object
+	Config *runtime.RawExtension `json:"config,omitempty"`
+}
+
+// PoolSelectors select ports by what discovery reports about them; the names are those
+// of the device plugins' selectors. Names and addresses accept shell patterns (*, ?,
+// [a-z]).
+// +kubebuilder:validation:XValidation:rule="!has(self.vendors) || self.vendors.all(v, v.matches('^(0[xX])?[0-9a-fA-F]{4}$'))",message="vendors must be PCI vendor IDs of four hex digits, e.g. 15b3"
+// +kubebuilder:validation:XValidation:rule="!has(self.deviceIDs) || self.deviceIDs.all(v, v.matches('^(0[xX])?[0-9a-fA-F]{4}$'))",message="deviceIDs must be PCI device IDs of four hex digits, e.g. 1021"
+type PoolSelectors struct {
+	// Vendors are PCI vendor IDs: "15b3".
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=64
+	Vendors []string `json:"vendors,omitempty"`
+	// DeviceIDs are PCI device IDs: "1021".
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=64
+	DeviceIDs []string `json:"deviceIDs,omitempty"`
+	// Drivers are kernel drivers of the PCI function: "mlx5_core".
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=64
+	// +kubebuilder:validation:items:MinLength=1
+	Drivers []string `json:"drivers,omitempty"`
+	// IfNames are netdev names or patterns: "ibp*", "bond0".
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=64
+	// +kubebuilder:validation:items:MinLength=1
+	IfNames []string `json:"ifNames,omitempty"`
+	// IBDevs are RDMA device names or patterns: "mlx5_*".
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=64
+	// +kubebuilder:validation:items:MinLength=1
+	IBDevs []string `json:"ibdevs,omitempty"`
+	// LinkTypes are link layers: InfiniBand (IB) or Ethernet (ETH, ether; RoCE).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=9
+	LinkTypes []LinkType `json:"linkTypes,omitempty"`
+	// PCIAddresses are PCI addresses or patterns of the ports' functions:
+	// "0000:03:00.0", "0000:1a:*".
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=64
+	// +kubebuilder:validation:items:MinLength=1
+	PCIAddresses []string `json:"pciAddresses,omitempty"`
+	// MinSpeedGbps selects ports at least this fast; ports whose speed is unknown do not
+	// match. 0 or unset: any speed.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MinSpeedGbps *int32 `json:"minSpeedGbps,omitempty"`
+}
+
+// RdmaPoolStatus is the pool's DeviceClass and usage as the controller last saw them.
+// Counts are over the ports the pool selects in the published ResourceSlices.
+type RdmaPoolStatus struct {
+	// ObservedGeneration is the spec generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// DeviceClassName is the DeviceClass the controller keeps for the pool.
+	// +optional
+	DeviceClassName string `json:"deviceClassName,omitempty"`
+	// Nodes is how many nodes have at least one port of the pool.
+	// +optional
+	Nodes int32 `json:"nodes"`
+	// Ports is how many ports the pool selects.
+	// +optional
+	Ports int32 `json:"ports"`
+	// Shares is the total number of shares of the pool's ports (shared pools).
+	// +optional
+	Shares int64 `json:"shares,omitempty"`
+	// AllocatedPorts is how many of the pool's ports are allocated to a claim, wholly
+	// or in part.
+	// +optional
+	AllocatedPorts int32 `json:"allocatedPorts"`
+	// AllocatedShares is how many shares of the pool's ports are allocated (shared pools).
+	// +optional
+	AllocatedShares int64 `json:"allocatedShares,omitempty"`
+	// Allocated is what is in use in the pool's unit: shares in a shared pool, ports in
+	// an exclusive pool.
+	// +optional
+	Allocated int64 `json:"allocated"`
+	// Free is what can still be allocated in the pool's unit. A port whose other mode is
+	// in use (its exclusive device, or a share of it) counts as not free.
+	// +optional
+	Free int64 `json:"free"`
+	// Conditions: Ready says whether the DeviceClass matches the spec, with reasons such
+	// as InvalidSelector, InvalidConfig, DeviceClassConflict, ExtendedResourceNameConflict.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// RdmaPoolList is a list of RdmaPools.
+// +kubebuilder:object:root=true
+type RdmaPoolList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// Items are the pools.
+	Items []RdmaPool `json:"items"`
+}
+
+// The Ready condition and its reasons.
+const (
+	// ConditionReady is true when the pool's DeviceClass matches its spec.
+	ConditionReady = "Ready"
+
+	// ReasonDeviceClassReady: the DeviceClass is written and matches the spec.
+	ReasonDeviceClassReady = "DeviceClassReady"
+	// ReasonInvalidSelector: a selector or the CEL expression is invalid; the message
+	// has the compiler's words. The DeviceClass keeps its last valid spec.
+	ReasonInvalidSelector = "InvalidSelector"
+	// ReasonInvalidConfig: spec.config is not a valid RdmaConfig.
+	ReasonInvalidConfig = "InvalidConfig"
+	// ReasonDeviceClassConflict: a DeviceClass of the pool's name exists and belongs to
+	// someone else; the controller leaves it alone.
+	ReasonDeviceClassConflict = "DeviceClassConflict"
+	// ReasonExtendedResourceNameConflict: another pool or DeviceClass serves the same
+	// extended resource name; the older one keeps it and this pool's DeviceClass is
+	// written without it.
+	ReasonExtendedResourceNameConflict = "ExtendedResourceNameConflict"
+	// ReasonDeviceClassError: writing the DeviceClass failed; the controller retries.
+	ReasonDeviceClassError = "DeviceClassError"
+)

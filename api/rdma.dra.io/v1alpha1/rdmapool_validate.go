@@ -1,0 +1,156 @@
+package v1alpha1
+
+import (
+	"fmt"
+	"path"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// LinkTypes lists every accepted spelling of a link type, in the order of the CRD's enum
+// (TestCRDMatchesTypes compares them).
+var LinkTypes = []LinkType{"InfiniBand", "Ethernet", "infiniband", "ethernet", "IB", "ETH", "ib", "eth", "ether"}
+
+// LinkLayer returns the kernel's name of the link layer t names, InfiniBand or Ethernet
+// (the values of the rdma.dra.io/link_layer attribute), and false for anything else.
+func (t LinkType) LinkLayer() (string, bool) {
+	switch strings.ToLower(string(t)) {
+	case "infiniband", "ib":
+		return "InfiniBand", true
+	case "ethernet", "eth", "ether":
+		return "Ethernet", true
+	}
+	return "", false
+}
+
+// NormalizeHexID spells a PCI ID the way discovery does: lower case, without 0x.
+func NormalizeHexID(v string) string {
+	return strings.TrimPrefix(strings.ToLower(v), "0x")
+}
+
+// Validate checks what the CRD schema cannot: shell patterns, the extended resource
+// name and the config, which must decode strictly as an RdmaConfig. The CEL expression
+// is compiled by the controller, which knows the allocator's environment. Errors carry
+// field paths (spec.selectors.ifNames[0]).
+func (p *RdmaPool) Validate() field.ErrorList {
+	var errs field.ErrorList
+	if msgs := validation.IsDNS1123Subdomain(p.Name); len(msgs) > 0 {
+		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), p.Name, strings.Join(msgs, "; ")))
+	}
+	spec := field.NewPath("spec")
+	switch p.Spec.Mode {
+	case PoolModeShared, PoolModeExclusive:
+	default:
+		errs = append(errs, field.NotSupported(spec.Child("mode"), p.Spec.Mode, []PoolMode{PoolModeShared, PoolModeExclusive}))
+	}
+	errs = append(errs, p.Spec.Selectors.validate(spec.Child("selectors"))...)
+	if len(p.Spec.CEL) > MaxCELLength {
+		errs = append(errs, field.TooLong(spec.Child("cel"), "", MaxCELLength))
+	}
+	if n := p.Spec.ExtendedResourceName; n != nil {
+		if msg := checkExtendedResourceName(*n); msg != "" {
+			errs = append(errs, field.Invalid(spec.Child("extendedResourceName"), *n, msg))
+		}
+	}
+	if p.Spec.Config != nil {
+		errs = append(errs, ValidateConfigBytes(spec.Child("config"), p.Spec.Config.Raw)...)
+	}
+	return errs
+}
+
+// ValidateConfigBytes decodes raw as an RdmaConfig and validates it; every problem is
+// reported at fldPath, the place of the config in its object.
+func ValidateConfigBytes(fldPath *field.Path, raw []byte) field.ErrorList {
+	cfg, err := DecodeConfig(raw)
+	if err != nil {
+		return field.ErrorList{field.Invalid(fldPath, string(raw), err.Error())}
+	}
+	return cfg.Validate(fldPath)
+}
+
+func (s *PoolSelectors) validate(fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	each := func(name string, values []string, check func(string) string) {
+		if len(values) > MaxSelectorValues {
+			errs = append(errs, field.TooMany(fldPath.Child(name), len(values), MaxSelectorValues))
+		}
+		for i, v := range values {
+			p := fldPath.Child(name).Index(i)
+			switch {
+			case v == "":
+				errs = append(errs, field.Required(p, "must not be empty"))
+			case len(v) > MaxSelectorValueLength:
+				errs = append(errs, field.TooLong(p, "", MaxSelectorValueLength))
+			case !printableASCII(v):
+				errs = append(errs, field.Invalid(p, v, "must be printable ASCII"))
+			default:
+				if msg := check(v); msg != "" {
+					errs = append(errs, field.Invalid(p, v, msg))
+				}
+			}
+		}
+	}
+	each("vendors", s.Vendors, checkHexID)
+	each("deviceIDs", s.DeviceIDs, checkHexID)
+	each("drivers", s.Drivers, func(string) string { return "" })
+	each("ifNames", s.IfNames, checkPattern)
+	each("ibdevs", s.IBDevs, checkPattern)
+	each("pciAddresses", s.PCIAddresses, checkPattern)
+	for i, t := range s.LinkTypes {
+		if _, ok := t.LinkLayer(); !ok {
+			errs = append(errs, field.NotSupported(fldPath.Child("linkTypes").Index(i), t, LinkTypes))
+		}
+	}
+	if s.MinSpeedGbps != nil && *s.MinSpeedGbps < 0 {
+		errs = append(errs, field.Invalid(fldPath.Child("minSpeedGbps"), *s.MinSpeedGbps, "must be 0 or more"))
+	}
+	return errs
+}
+
+func checkHexID(v string) string {
+	n := NormalizeHexID(v)
+	if len(n) != 4 || strings.Trim(n, "0123456789abcdef") != "" {
+		return "must be four hex digits, e.g. 15b3 or 0x15b3"
+	}
+	return ""
+}
+
+// checkPattern accepts a name or a shell pattern as path.Match reads it.
+func checkPattern(v string) string {
+	if _, err := path.Match(v, ""); err != nil {
+		return "must be a name or a valid shell pattern (*, ?, [a-z])"
+	}
+	return ""
+}
+
+// printableASCII keeps selector values plain, so that they quote into CEL without
+// surprises and match attribute values, which are ASCII.
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// checkExtendedResourceName applies the rules of the API server for an extended resource
+// name: a qualified name with a domain outside kubernetes.io, usable after "requests.".
+func checkExtendedResourceName(name string) string {
+	domain, _, ok := strings.Cut(name, "/")
+	switch {
+	case !ok:
+		return "must be <domain>/<name>, e.g. rdma/hca_shared_devices_a"
+	case domain == "kubernetes.io" || strings.HasSuffix(domain, ".kubernetes.io"):
+		return "must not be in the kubernetes.io domain"
+	}
+	if msgs := validation.IsQualifiedName(name); len(msgs) > 0 {
+		return strings.Join(msgs, "; ")
+	}
+	if msgs := validation.IsQualifiedName("requests." + name); len(msgs) > 0 {
+		return fmt.Sprintf("%q must be a valid resource quota name: %s", "requests."+name, strings.Join(msgs, "; "))
+	}
+	return ""
+}
