@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
-	dracel "k8s.io/dynamic-resource-allocation/cel"
 
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
@@ -61,10 +60,4 @@ func profileSlices(t *testing.T, profile, node string, legacy bool) []*resourcea
 		t.Fatalf("build device model of %s: %v", profile, err)
 	}
 	return res.ResourceSlices()
-}
-
-// celDevice is what a selector sees of a published device.
-func celDevice(driver string, d *resourceapi.Device) dracel.Device {
-	return dracel.Device{Driver: driver, AllowMultipleAllocations: d.AllowMultipleAllocations,
-		Attributes: d.Attributes, Capacity: d.Capacity}
 }

@@ -26,6 +26,7 @@ var (
 	attrDriver    = mustAttribute(devicemodel.AttributeDomain + "/driver")
 	attrNetdev    = mustAttribute(devicemodel.AttributeDomain + "/netdev")
 	attrIBDev     = mustAttribute(devicemodel.AttributeDomain + "/ibdev")
+	attrPort      = mustAttribute(devicemodel.AttributeDomain + "/port")
 	attrLinkLayer = mustAttribute(devicemodel.AttributeDomain + "/link_layer")
 	attrSpeed     = mustAttribute(devicemodel.AttributeDomain + "/speed_gbps")
 	attrPCIBusID  = mustAttribute(deviceattribute.StandardDeviceAttributePCIBusID)
