@@ -1,0 +1,148 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+func newCertManager(now time.Time) (*CertManager, *fake.Clientset) {
+	client := fake.NewClientset(
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "webhook-cert", Namespace: "rdma"}},
+		&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "rdma-webhook"},
+			Webhooks: []admissionregistrationv1.ValidatingWebhook{{Name: "claims.rdma.dra.io"}, {Name: "pools.rdma.dra.io"}}},
+	)
+	return &CertManager{Client: client, Namespace: "rdma", SecretName: "webhook-cert", ServiceName: "rdma-webhook",
+		WebhookConfigName: "rdma-webhook", Now: func() time.Time { return now }}, client
+}
+
+func secretData(t *testing.T, client *fake.Clientset) map[string][]byte {
+	t.Helper()
+	s, err := client.CoreV1().Secrets("rdma").Get(context.Background(), "webhook-cert", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Data
+}
+
+func TestCertManagerIssuesRenewsAndPatches(t *testing.T) {
+	ctx := context.Background()
+	now := time.Now()
+	m, client := newCertManager(now)
+	if err := m.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	data := secretData(t, client)
+	ca, err := parseCert(data[SecretCAKey])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := m.GetCertificate(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, _ := x509.ParseCertificate(cert.Certificate[0])
+	roots := x509.NewCertPool()
+	roots.AddCert(ca)
+	if _, err := leaf.Verify(x509.VerifyOptions{DNSName: "rdma-webhook.rdma.svc", Roots: roots}); err != nil {
+		t.Errorf("serving certificate does not verify for the Service: %v", err)
+	}
+	cfg, _ := client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "rdma-webhook", metav1.GetOptions{})
+	for _, w := range cfg.Webhooks {
+		if !bytes.Equal(w.ClientConfig.CABundle, data[SecretCAKey]) {
+			t.Errorf("webhook %s has caBundle %q", w.Name, w.ClientConfig.CABundle)
+		}
+	}
+
+	// A second replica, or a restart, reuses what is there.
+	client.ClearActions()
+	if err := m.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range client.Actions() {
+		if a.GetVerb() != "get" {
+			t.Errorf("unexpected %s %s with a valid certificate", a.GetVerb(), a.GetResource().Resource)
+		}
+	}
+
+	// Eleven months later the serving certificate is renewed by the same CA: the
+	// caBundle does not change.
+	m.Now = func() time.Time { return now.Add(340 * 24 * time.Hour) }
+	if err := m.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	renewed := secretData(t, client)
+	if bytes.Equal(renewed[SecretCertKey], data[SecretCertKey]) {
+		t.Error("certificate was not renewed")
+	}
+	if !bytes.Equal(renewed[SecretCAKey], data[SecretCAKey]) {
+		t.Error("CA changed on renewal")
+	}
+}
+
+func TestCertManagerReplacesGarbage(t *testing.T) {
+	m, client := newCertManager(time.Now())
+	s, _ := client.CoreV1().Secrets("rdma").Get(context.Background(), "webhook-cert", metav1.GetOptions{})
+	s.Data = map[string][]byte{SecretCAKey: []byte("x"), SecretCertKey: []byte("y"), SecretKeyKey: []byte("z")}
+	_, _ = client.CoreV1().Secrets("rdma").Update(context.Background(), s, metav1.UpdateOptions{})
+	if err := m.Ensure(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if reason := m.invalid(secretData(t, client)[SecretCAKey], secretData(t, client)[SecretCertKey], secretData(t, client)[SecretKeyKey]); reason != "" {
+		t.Errorf("still invalid: %s", reason)
+	}
+}
+
+func TestCertManagerNeedsItsSecret(t *testing.T) {
+	m, client := newCertManager(time.Now())
+	_ = client.CoreV1().Secrets("rdma").Delete(context.Background(), "webhook-cert", metav1.DeleteOptions{})
+	if err := m.Ensure(context.Background()); err == nil {
+		t.Error("Ensure without the Secret succeeded; the controller may not create Secrets")
+	}
+}
+
+func TestFileCertificateReloads(t *testing.T) {
+	dir := t.TempDir()
+	write := func(serviceName string) []byte {
+		m, client := newCertManager(time.Now())
+		m.ServiceName = serviceName
+		if err := m.Ensure(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		d := secretData(t, client)
+		for name, key := range map[string]string{"tls.crt": SecretCertKey, "tls.key": SecretKeyKey} {
+			if err := os.WriteFile(filepath.Join(dir, name), d[key], 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return d[SecretCertKey]
+	}
+	f := &FileCertificate{CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key")}
+	first := write("a")
+	c1, err := f.GetCertificate(&tls.ClientHelloInfo{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := write("b")
+	later := time.Now().Add(time.Minute)
+	for _, n := range []string{"tls.crt", "tls.key"} {
+		_ = os.Chtimes(filepath.Join(dir, n), later, later)
+	}
+	c2, err := f.GetCertificate(&tls.ClientHelloInfo{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(first, second) || bytes.Equal(c1.Certificate[0], c2.Certificate[0]) {
+		t.Error("certificate was not reloaded after the files changed")
+	}
+}
