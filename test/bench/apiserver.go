@@ -1,0 +1,310 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/rdma-dra/rdma-dra-driver/test/cluster/bincache"
+	"github.com/rdma-dra/rdma-dra-driver/test/cluster/pki"
+)
+
+// Binaries are the control-plane programs the harness runs.
+type Binaries struct {
+	Etcd, APIServer string
+}
+
+// cachedBinaries finds etcd and kube-apiserver in the local cluster's binary cache
+// (_output/cluster-cache, filled by `make cluster-build`) at the versions the test module
+// pins. It does not build: the make target does that once, through the cluster tool.
+func cachedBinaries(ctx context.Context, repo string) (Binaries, error) {
+	cache, err := bincache.New(ctx, filepath.Join(repo, "_output", "cluster-cache"), filepath.Join(repo, "test"), goCommand(),
+		"unused", slog.New(slog.DiscardHandler))
+	if err != nil {
+		return Binaries{}, fmt.Errorf("resolve the binary cache: %w", err)
+	}
+	b := Binaries{Etcd: cache.Etcd.Path("etcd"), APIServer: cache.Kubernetes.Path("kube-apiserver")}
+	for _, p := range []string{b.Etcd, b.APIServer} {
+		if _, err := os.Stat(p); err != nil {
+			return b, fmt.Errorf("%s is missing; run `make cluster-build` first: %w", p, err)
+		}
+	}
+	return b, nil
+}
+
+// goCommand is the go command: $GO, go on PATH, or the toolchain under /usr/local/go.
+func goCommand() string {
+	if g := os.Getenv("GO"); g != "" {
+		return g
+	}
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return "/usr/local/go/bin/go"
+}
+
+// ControlPlane is etcd and kube-apiserver on loopback ports, with a CA of their own and an
+// admin client certificate (system:masters).
+type ControlPlane struct {
+	// Kubeconfig is the admin's kubeconfig file.
+	Kubeconfig string
+	Config     *rest.Config
+	Client     kubernetes.Interface
+	procs      []*process
+}
+
+// apiServerGates are the DRA gates the default device model needs; all are on by
+// default in 1.37, set here so that the run does not depend on that.
+const apiServerGates = "DRAPartitionableDevices=true,DRAConsumableCapacity=true,DRADeviceTaints=true"
+
+// startControlPlane starts etcd (data on disk below dir) and kube-apiserver, and waits
+// until the API server is ready. Logs go to logDir.
+func startControlPlane(ctx context.Context, bins Binaries, dir, logDir string) (_ *ControlPlane, err error) {
+	logger := klog.FromContext(ctx)
+	cp := &ControlPlane{}
+	defer func() {
+		if err != nil {
+			cp.Stop(ctx)
+		}
+	}()
+	pkiDir := filepath.Join(dir, "pki")
+	if err := writeControlPlanePKI(pkiDir); err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(3)
+	if err != nil {
+		return nil, err
+	}
+	etcdURL := "http://127.0.0.1:" + strconv.Itoa(ports[0])
+	peerURL := "http://127.0.0.1:" + strconv.Itoa(ports[1])
+	etcd, err := startProcess(ctx, "etcd", filepath.Join(logDir, "etcd.log"), bins.Etcd,
+		"--name=bench", "--data-dir="+filepath.Join(dir, "etcd"),
+		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
+		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
+		"--initial-cluster=bench="+peerURL, "--listen-metrics-urls=", "--log-level=warn")
+	if err != nil {
+		return nil, err
+	}
+	cp.procs = append(cp.procs, etcd)
+	if err := waitHTTP(ctx, etcd, &http.Client{Timeout: 2 * time.Second}, etcdURL+"/health", 60*time.Second); err != nil {
+		return nil, err
+	}
+	p := func(name string) string { return filepath.Join(pkiDir, name) }
+	apiURL := "https://127.0.0.1:" + strconv.Itoa(ports[2])
+	api, err := startProcess(ctx, "kube-apiserver", filepath.Join(logDir, "kube-apiserver.log"), bins.APIServer,
+		"--etcd-servers="+etcdURL, "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+		// A loopback advertise address needs the kubernetes service endpoints left alone.
+		"--endpoint-reconciler-type=none",
+		"--secure-port="+strconv.Itoa(ports[2]),
+		"--client-ca-file="+p("ca.crt"), "--tls-cert-file="+p("apiserver.crt"), "--tls-private-key-file="+p("apiserver.key"),
+		"--authorization-mode=Node,RBAC",
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file="+p("sa.pub"), "--service-account-signing-key-file="+p("sa.key"),
+		"--service-cluster-ip-range=10.96.0.0/16", "--feature-gates="+apiServerGates, "--profiling=false")
+	if err != nil {
+		return nil, err
+	}
+	cp.procs = append(cp.procs, api)
+	cp.Kubeconfig = filepath.Join(dir, "admin.kubeconfig")
+	if err := writeKubeconfig(cp.Kubeconfig, apiURL, pkiDir); err != nil {
+		return nil, err
+	}
+	if cp.Config, err = clientcmd.BuildConfigFromFlags("", cp.Kubeconfig); err != nil {
+		return nil, fmt.Errorf("load admin kubeconfig: %w", err)
+	}
+	// The harness itself issues many concurrent requests; the client's default rate
+	// limit (5 QPS) would measure itself.
+	cp.Config.QPS, cp.Config.Burst = 1000, 2000
+	if cp.Client, err = kubernetes.NewForConfig(cp.Config); err != nil {
+		return nil, fmt.Errorf("create client: %w", err)
+	}
+	tlsCfg, err := rest.TLSConfigFor(cp.Config)
+	if err != nil {
+		return nil, fmt.Errorf("admin TLS config: %w", err)
+	}
+	admin := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsCfg}}
+	if err := waitHTTP(ctx, api, admin, apiURL+"/readyz", 120*time.Second); err != nil {
+		return nil, err
+	}
+	logger.Info("Control plane is ready", "apiServer", apiURL, "etcd", etcdURL)
+	return cp, nil
+}
+
+// Stop stops the processes in reverse order.
+func (cp *ControlPlane) Stop(ctx context.Context) {
+	for i := len(cp.procs) - 1; i >= 0; i-- {
+		cp.procs[i].stop(ctx, 15*time.Second)
+	}
+	cp.procs = nil
+}
+
+func writeControlPlanePKI(dir string) error {
+	now := time.Now()
+	ca, err := pki.NewCA("rdma-dra-bench-ca", now)
+	if err != nil {
+		return err
+	}
+	if err := ca.Write(dir, "ca"); err != nil {
+		return err
+	}
+	leaves := []pki.Leaf{
+		{Name: "apiserver", CommonName: "kube-apiserver", Server: true, DNSNames: []string{"localhost"}, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}},
+		{Name: "admin", CommonName: "bench-admin", Organization: []string{"system:masters"}, Client: true},
+	}
+	for _, l := range leaves {
+		if err := ca.Issue(dir, l, now); err != nil {
+			return err
+		}
+	}
+	return pki.WriteServiceAccountKeys(dir)
+}
+
+// writeKubeconfig writes a kubeconfig that references the PKI files.
+func writeKubeconfig(path, server, pkiDir string) error {
+	kc := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: bench
+  cluster: {server: %q, certificate-authority: %q}
+users:
+- name: admin
+  user: {client-certificate: %q, client-key: %q}
+contexts:
+- name: bench
+  context: {cluster: bench, user: admin}
+current-context: bench
+`, server, filepath.Join(pkiDir, "ca.crt"), filepath.Join(pkiDir, "admin.crt"), filepath.Join(pkiDir, "admin.key"))
+	if err := os.WriteFile(path, []byte(kc), 0o600); err != nil {
+		return fmt.Errorf("write kubeconfig: %w", err)
+	}
+	return nil
+}
+
+// freePorts returns n loopback TCP ports that were free a moment ago.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			_ = l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("find a free port: %w", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// process is a child process the harness started, in a process group of its own.
+type process struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+// startProcess starts argv with its output appended to logPath.
+func startProcess(ctx context.Context, name, logPath, bin string, args ...string) (*process, error) {
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
+		return nil, fmt.Errorf("create log directory: %w", err)
+	}
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open log of %s: %w", name, err)
+	}
+	fmt.Fprintf(logf, "=== %s %s %s\n", time.Now().Format(time.RFC3339), bin, strings.Join(args, " "))
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		_ = logf.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &process{name: name, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		_ = logf.Close()
+		close(p.done)
+	}()
+	klog.FromContext(ctx).V(1).Info("Started process", "name", name, "pid", cmd.Process.Pid, "log", logPath)
+	return p, nil
+}
+
+// Pid is the process ID.
+func (p *process) Pid() int { return p.cmd.Process.Pid }
+
+func (p *process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop sends SIGTERM to the process group, then SIGKILL after grace.
+func (p *process) stop(ctx context.Context, grace time.Duration) {
+	if p.exited() {
+		return
+	}
+	_ = syscall.Kill(-p.Pid(), syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		klog.FromContext(ctx).Info("Process did not stop in time, killing it", "name", p.name, "pid", p.Pid())
+		_ = syscall.Kill(-p.Pid(), syscall.SIGKILL)
+		<-p.done
+	}
+}
+
+// waitHTTP polls url until it answers 200, the process exits or timeout passes.
+func waitHTTP(ctx context.Context, p *process, c *http.Client, url string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	var last error
+	for time.Now().Before(deadline) {
+		if p.exited() {
+			return fmt.Errorf("%s exited: %v", p.name, p.err)
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := c.Do(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = errors.New(resp.Status)
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("%s not ready after %s: %w", p.name, timeout, last)
+}

@@ -1,0 +1,110 @@
+// Command rdma-dra-bench measures the driver's performance figures and writes
+// _output/bench/results.json, docs/benchmarks.md and its figures (docs/benchmarks-*.png).
+// `make bench-report` runs it; see docs/benchmarks.md.
+//
+//	rdma-dra-bench [-smoke] [-repo DIR] [-idle 60s] [-flips 6]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/rdma-dra/rdma-dra-driver/test/bench"
+)
+
+// envOr returns the environment variable's value, or def when it is unset or empty.
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func main() {
+	klog.InitFlags(nil)
+	wd, _ := os.Getwd()
+	repo := flag.String("repo", envOr("BENCH_REPO", wd), "repository root (env BENCH_REPO)")
+	smoke := flag.Bool("smoke", os.Getenv("BENCH_SMOKE") == "1", "quick run that checks the harness, not the numbers (env BENCH_SMOKE=1)")
+	idle := flag.Duration("idle", 0, "how long the idle plugin runs before its RSS is read; default 60s, 3s with -smoke (env BENCH_IDLE)")
+	flips := flag.Int("flips", 0, "port state flips for event_to_slice_ms; default 6, 2 with -smoke (env BENCH_FLIPS)")
+	report := flag.String("report", "", "the report to write; default <repo>/docs/benchmarks.md, and none with -smoke (env BENCH_REPORT)")
+	flag.Parse()
+	if err := run(*repo, *smoke, *idle, *flips, *report); err != nil {
+		fmt.Fprintf(os.Stderr, "rdma-dra-bench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(repo string, smoke bool, idle time.Duration, flips int, report string) error {
+	repo, err := filepath.Abs(repo)
+	if err != nil {
+		return fmt.Errorf("repository path: %w", err)
+	}
+	if _, err := os.Stat(filepath.Join(repo, "test", "go.mod")); err != nil {
+		return fmt.Errorf("%s is not the repository root (no test/go.mod); pass -repo", repo)
+	}
+	if idle == 0 {
+		idle = durationEnv("BENCH_IDLE", map[bool]time.Duration{false: 60 * time.Second, true: 3 * time.Second}[smoke])
+	}
+	if flips == 0 {
+		flips = intEnv("BENCH_FLIPS", map[bool]int{false: 6, true: 2}[smoke])
+	}
+	if report == "" {
+		report = os.Getenv("BENCH_REPORT")
+	}
+	if report == "" && !smoke {
+		report = filepath.Join(repo, "docs", "benchmarks.md")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	logger := klog.Background()
+	ctx = klog.NewContext(ctx, logger)
+	out := filepath.Join(repo, "_output", "bench")
+	res := bench.Run(ctx, bench.Options{Repo: repo, Out: out, Smoke: smoke, Idle: idle, Flips: flips})
+	jsonPath := filepath.Join(out, "results.json")
+	if err := res.WriteJSON(jsonPath); err != nil {
+		return err
+	}
+	logger.Info("Wrote results", "path", jsonPath)
+	if report != "" {
+		if err := bench.WriteReport(res, report); err != nil {
+			return err
+		}
+		logger.Info("Wrote report", "path", report)
+	}
+	for _, g := range res.Goals() {
+		v := "missing"
+		if g.Value != nil {
+			v = fmt.Sprintf("%.4g %s (goal %s %g, met: %v)", *g.Value, g.Unit, map[bool]string{true: "≥", false: "≤"}[g.AtLeast], g.Limit, g.Met())
+		}
+		fmt.Printf("%-28s %s\n", g.Key, v)
+	}
+	if missing := res.MissingKeys(); len(missing) > 0 {
+		return fmt.Errorf("no value for %s: %s", strings.Join(missing, ", "), strings.Join(res.Meta.Errors, "; "))
+	}
+	return nil
+}
+
+func durationEnv(name string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(name)); err == nil && d > 0 {
+		return d
+	}
+	return def
+}
+
+func intEnv(name string, def int) int {
+	var n int
+	if _, err := fmt.Sscanf(os.Getenv(name), "%d", &n); err == nil && n > 0 {
+		return n
+	}
+	return def
+}

@@ -1,0 +1,211 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/mocknode"
+)
+
+// buildPlugin builds the kubelet plugin and its memlock hook into binDir, the way `make
+// build` does, and returns the plugin's path and what it was built from. It builds the
+// working tree; when that does not compile (someone is in the middle of a change), it
+// builds the last commit instead, exported below srcDir.
+func buildPlugin(ctx context.Context, repo, binDir, srcDir string) (path, source string, err error) {
+	wtErr := goBuildPlugin(ctx, repo, binDir)
+	if wtErr == nil {
+		return filepath.Join(binDir, "rdma-dra-kubeletplugin"), "working tree", nil
+	}
+	klog.FromContext(ctx).Error(wtErr, "The working tree does not build, benchmarking the last commit")
+	_ = os.RemoveAll(srcDir)
+	if err := os.MkdirAll(srcDir, 0o755); err != nil {
+		return "", "", fmt.Errorf("create %s: %w", srcDir, err)
+	}
+	export := exec.CommandContext(ctx, "sh", "-c", `git -C "$1" archive HEAD | tar -x -C "$2"`, "sh", repo, srcDir)
+	if out, err := export.CombinedOutput(); err != nil {
+		return "", "", fmt.Errorf("export HEAD: %w\n%s", err, out)
+	}
+	if err := goBuildPlugin(ctx, srcDir, binDir); err != nil {
+		return "", "", fmt.Errorf("working tree: %w; HEAD: %w", wtErr, err)
+	}
+	return filepath.Join(binDir, "rdma-dra-kubeletplugin"), "HEAD " + gitCommit(repo) + " (the working tree did not build)", nil
+}
+
+func goBuildPlugin(ctx context.Context, dir, binDir string) error {
+	for _, b := range []string{"rdma-dra-kubeletplugin", "rdma-dra-cdi-hook"} {
+		cmd := exec.CommandContext(ctx, goCommand(), "build", "-trimpath", "-o", filepath.Join(binDir, b), "./cmd/"+b)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("build %s: %w\n%s", b, err, out)
+		}
+	}
+	return nil
+}
+
+// PluginOptions start one plugin process for one mock node.
+type PluginOptions struct {
+	// Binary is the rdma-dra-kubeletplugin executable.
+	Binary string
+	// Dir holds the node tree and the plugin's directories.
+	Dir string
+	// CDIDir is the CDI spec directory; a tmpfs like a node's /var/run/cdi.
+	CDIDir string
+	// NodeName is the node's name; the pool is NodeName-rdma.
+	NodeName string
+	// Ports is the size of the mock node (scaledNode).
+	Ports int
+	// Kubeconfig is the plugin's kubeconfig.
+	Kubeconfig string
+	// RescanInterval overrides the plugin's default when not zero.
+	RescanInterval time.Duration
+	// LogFile receives the plugin's output.
+	LogFile string
+}
+
+// Plugin is a running rdma-dra-kubeletplugin.
+type Plugin struct {
+	Opts PluginOptions
+	// SysRoot is the mock node's sysfs root.
+	SysRoot string
+	// Socket is the DRA gRPC socket the kubelet would call.
+	Socket string
+	proc   *process
+}
+
+// startPlugin writes the mock node, starts the plugin against it and waits until its
+// DRA socket exists and its ResourceSlices are in the API server.
+func startPlugin(ctx context.Context, kube kubernetes.Interface, o PluginOptions) (*Plugin, error) {
+	nodeDir := filepath.Join(o.Dir, "node")
+	sysRoot, err := writeScaledNode(nodeDir, o.Ports)
+	if err != nil {
+		return nil, err
+	}
+	devRoot := filepath.Join(nodeDir, "dev")
+	if err := touchCharDevs(filepath.Join(nodeDir, mocknode.CharDevsFile), devRoot); err != nil {
+		return nil, err
+	}
+	plugins := filepath.Join(o.Dir, "plugins")
+	registry := filepath.Join(o.Dir, "plugins_registry")
+	// The kubelet creates its registration directory; the plugin expects it.
+	if err := os.MkdirAll(registry, 0o750); err != nil {
+		return nil, fmt.Errorf("create registration directory: %w", err)
+	}
+	args := []string{
+		"--node-name=" + o.NodeName, "--sysfs-root=" + sysRoot, "--dev-root=" + devRoot,
+		"--cdi-root=" + o.CDIDir,
+		"--kubelet-registrar-directory-path=" + registry,
+		"--kubelet-plugins-directory-path=" + plugins,
+		"--hook-install-dir=" + filepath.Join(o.Dir, "hook"),
+		"--healthcheck-port=-1", "--kubeconfig=" + o.Kubeconfig,
+	}
+	if o.RescanInterval > 0 {
+		args = append(args, "--rescan-interval="+o.RescanInterval.String())
+	}
+	proc, err := startProcess(ctx, "rdma-dra-kubeletplugin", o.LogFile, o.Binary, args...)
+	if err != nil {
+		return nil, err
+	}
+	p := &Plugin{Opts: o, SysRoot: sysRoot, Socket: filepath.Join(plugins, devicemodel.DefaultDriverName, "dra.sock"), proc: proc}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if proc.exited() {
+			return nil, fmt.Errorf("plugin for %s exited: %v; see %s", o.NodeName, proc.err, o.LogFile)
+		}
+		if _, err := os.Stat(p.Socket); err == nil {
+			if n, err := p.sliceCount(ctx, kube); err == nil && n > 0 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			p.Stop(ctx)
+			return nil, fmt.Errorf("plugin for %s not ready after 60s; see %s", o.NodeName, o.LogFile)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	klog.FromContext(ctx).Info("Plugin is running", "node", o.NodeName, "pid", proc.Pid(), "ports", o.Ports)
+	return p, nil
+}
+
+// Pool is the plugin's pool name.
+func (p *Plugin) Pool() string { return p.Opts.NodeName + devicemodel.PoolSuffix }
+
+// Pid is the plugin's process ID.
+func (p *Plugin) Pid() int { return p.proc.Pid() }
+
+// Stop stops the plugin.
+func (p *Plugin) Stop(ctx context.Context) { p.proc.stop(ctx, 10*time.Second) }
+
+// sliceCount is the number of ResourceSlices of the plugin's node.
+func (p *Plugin) sliceCount(ctx context.Context, kube kubernetes.Interface) (int, error) {
+	slices, err := nodeSlices(ctx, kube, p.Opts.NodeName)
+	return len(slices), err
+}
+
+// nodeSlices lists the ResourceSlices of one node.
+func nodeSlices(ctx context.Context, kube kubernetes.Interface, node string) ([]resourceapi.ResourceSlice, error) {
+	list, err := kube.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector(resourceapi.ResourceSliceSelectorNodeName, node).String(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list slices of %s: %w", node, err)
+	}
+	return list.Items, nil
+}
+
+// touchCharDevs creates an empty file for every character device the mock node lists
+// (lines "/dev/infiniband/uverbs0 c 231 192"), below devRoot: the CDI writer checks that
+// the optional nodes exist, as on a real host. Real device nodes would need mknod.
+func touchCharDevs(list, devRoot string) error {
+	f, err := os.Open(list)
+	if err != nil {
+		return fmt.Errorf("open chardevs list: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) == 0 {
+			continue
+		}
+		path := filepath.Join(devRoot, strings.TrimPrefix(fields[0], "/dev/"))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return fmt.Errorf("create %s: %w", filepath.Dir(path), err)
+		}
+		if err := os.WriteFile(path, nil, 0o644); err != nil {
+			return fmt.Errorf("create %s: %w", path, err)
+		}
+	}
+	return sc.Err()
+}
+
+// rssMiB reads the resident set size of a process from /proc/<pid>/status (VmRSS).
+func rssMiB(pid int) (float64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, fmt.Errorf("read status of pid %d: %w", pid, err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")))
+			if err != nil {
+				return 0, fmt.Errorf("parse VmRSS of pid %d: %w", pid, err)
+			}
+			return float64(kb) / 1024, nil
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+}
