@@ -1,0 +1,45 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/rdma-dra/rdma-dra-driver/pkg/controller"
+)
+
+func TestCheck(t *testing.T) {
+	valid := controller.Config{Namespace: "ns", Identity: "pod-0", LeaderElect: true, Workers: 2,
+		Webhook: controller.WebhookConfig{Address: ":9443", CertSource: controller.CertSelfManaged, SecretName: "s", ServiceName: "svc", ConfigName: "cfg"}}
+	tests := []struct {
+		name   string
+		mutate func(*controller.Config)
+		want   string
+	}{
+		{"valid", func(*controller.Config) {}, ""},
+		{"no namespace", func(c *controller.Config) { c.Namespace = "" }, "--namespace is required"},
+		{"no workers", func(c *controller.Config) { c.Workers = 0 }, "--workers must be at least 1"},
+		{"files without dir", func(c *controller.Config) { c.Webhook.CertSource = controller.CertFiles }, "--webhook-cert-dir is required"},
+		{"self-managed without names", func(c *controller.Config) { c.Webhook.SecretName = "" }, "--webhook-secret, --webhook-service and --webhook-config are required"},
+		{"unknown source", func(c *controller.Config) { c.Webhook.CertSource = "vault" }, `--webhook-cert-source must be self-managed or files, got "vault"`},
+		{"webhook off needs nothing", func(c *controller.Config) { c.Webhook = controller.WebhookConfig{} }, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := valid
+			tt.mutate(&cfg)
+			err := check(&cfg)
+			if (tt.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.want)) {
+				t.Errorf("check: %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestEveryFlagHasAnEnvTwin keeps the project's rule for this binary.
+func TestEveryFlagHasAnEnvTwin(t *testing.T) {
+	for _, f := range newApp().Flags {
+		if ev, ok := f.(interface{ GetEnvVars() []string }); !ok || len(ev.GetEnvVars()) == 0 {
+			t.Errorf("flag %v has no environment variable", f.Names())
+		}
+	}
+}
