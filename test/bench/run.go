@@ -32,6 +32,9 @@ type Options struct {
 	Idle time.Duration
 	// Flips is the number of port state flips of event_to_slice_ms.
 	Flips int
+	// PluginBinary, when set, is a prebuilt plugin to measure instead of building the
+	// tree: for what-if experiments with a patched plugin. The hook must sit next to it.
+	PluginBinary string
 }
 
 // scale is what a run measures; Smoke shrinks it.
@@ -86,7 +89,10 @@ func Run(ctx context.Context, o Options) *Results {
 		return r
 	}
 	// Binaries first: compiling while measuring would measure the compiler.
-	pluginBin, source, buildErr := buildPlugin(ctx, o.Repo, filepath.Join(o.Out, "bin"), filepath.Join(o.Out, "src"))
+	pluginBin, source, buildErr := o.PluginBinary, "prebuilt binary "+o.PluginBinary, error(nil)
+	if pluginBin == "" {
+		pluginBin, source, buildErr = buildPlugin(ctx, o.Repo, filepath.Join(o.Out, "bin"), filepath.Join(o.Out, "src"))
+	}
 	if buildErr != nil {
 		fail("build plugin", buildErr)
 	}

@@ -2,7 +2,10 @@
 // _output/bench/results.json, docs/benchmarks.md and its figures (docs/benchmarks-*.png).
 // `make bench-report` runs it; see docs/benchmarks.md.
 //
-//	rdma-dra-bench [-smoke] [-repo DIR] [-idle 60s] [-flips 6]
+//	rdma-dra-bench [-smoke] [-repo DIR] [-idle 60s] [-flips 6] [-report FILE]
+//
+// BENCH_PLUGIN_BIN=/path/rdma-dra-kubeletplugin measures a prebuilt (say, patched) plugin
+// instead of building the tree.
 package main
 
 import (
@@ -69,7 +72,7 @@ func run(repo string, smoke bool, idle time.Duration, flips int, report string) 
 	logger := klog.Background()
 	ctx = klog.NewContext(ctx, logger)
 	out := filepath.Join(repo, "_output", "bench")
-	res := bench.Run(ctx, bench.Options{Repo: repo, Out: out, Smoke: smoke, Idle: idle, Flips: flips})
+	res := bench.Run(ctx, bench.Options{Repo: repo, Out: out, Smoke: smoke, Idle: idle, Flips: flips, PluginBinary: os.Getenv("BENCH_PLUGIN_BIN")})
 	jsonPath := filepath.Join(out, "results.json")
 	if err := res.WriteJSON(jsonPath); err != nil {
 		return err

@@ -1,0 +1,23 @@
+# Performance report (docs/benchmarks.md, test/bench). Options, also read from the
+# environment: BENCH_SMOKE=1 (quick end-to-end check of the harness, for CI; writes
+# _output/bench/results.json but not the report), BENCH_IDLE (idle time before the plugin's
+# RSS is read, default 60s), BENCH_FLIPS (port flips, default 6), BENCH_REPORT (report path),
+# BENCH_PLUGIN_BIN (measure a prebuilt plugin instead of the tree).
+# Needs etcd and kube-apiserver in _output/cluster-cache: cluster-build makes them (about
+# 15 minutes cold on 2 cores, nothing when cached).
+BENCH_TOOL := _output/bench/rdma-dra-bench
+export BENCH_SMOKE BENCH_IDLE BENCH_FLIPS BENCH_REPORT BENCH_PLUGIN_BIN
+
+.PHONY: bench-tool
+bench-tool:
+	@mkdir -p $(dir $(BENCH_TOOL))
+	@cd test && $(GO) build -o ../$(BENCH_TOOL) ./bench/cmd/rdma-dra-bench
+
+.PHONY: bench-report
+bench-report: cluster-build bench-tool ## measure the performance figures into docs/benchmarks.md and _output/bench/results.json (BENCH_SMOKE=1: quick check)
+	$(BENCH_TOOL) -repo $(CURDIR)
+
+.PHONY: bench-test
+bench-test: ## unit tests and Go benchmarks of the benchmark harness
+	cd test && $(GO) test -count=1 ./bench/...
+	cd test && $(GO) test -run '^$$' -bench . -benchtime 5x ./bench/...
