@@ -45,6 +45,7 @@ func newApp() *cli.App {
 			discoverCommand(),
 			slicesCommand(),
 			mockNodeCommand(),
+			migrateCommand(),
 			versionCommand(),
 		},
 	}
