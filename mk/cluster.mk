@@ -1,8 +1,19 @@
-# Local single-node cluster built from source (docs/local-cluster.md).
+# Local single-node cluster built from source (docs/local-cluster.md), the driver image
+# assembled without a container engine, and the driver installed on it in mock mode.
 CLUSTER_TOOL := _output/cluster-cache/tools/localcluster
 # Options, also read from the environment: FIXTURE=DIR (node tree with sys/ and dev/),
-# MOCK_PROFILE, FEATURE_GATES, RUNTIME_CONFIG, CONTAINERD_VERSION, SKIP_SMOKE=1.
-export FIXTURE MOCK_PROFILE FEATURE_GATES RUNTIME_CONFIG CONTAINERD_VERSION SKIP_SMOKE
+# MOCK_PROFILE, FEATURE_GATES, RUNTIME_CONFIG, CONTAINERD_VERSION, SKIP_SMOKE=1,
+# SKIP_DRIVER=1 (cluster-up without the driver), DRIVER_VALUES=a.yaml,b.yaml (extra chart values).
+export FIXTURE MOCK_PROFILE FEATURE_GATES RUNTIME_CONFIG CONTAINERD_VERSION SKIP_SMOKE DRIVER_VALUES IMAGE_SOURCE
+# The driver image: localhost/rdma-dra-driver:$(IMAGE_TAG), written to $(IMAGE_DIR).
+# IMAGE_SOURCE=HEAD builds the committed tree instead of the working tree.
+IMAGE_TAG ?= $(VERSION)
+IMAGE_DIR ?= _output/images
+IMAGE_REPOSITORY ?= localhost/rdma-dra-driver
+IMAGE_ARCHIVE := $(IMAGE_DIR)/$(notdir $(IMAGE_REPOSITORY))-$(IMAGE_TAG).oci.tar
+# The binaries are stamped like `make build` does, with the image's tag as version.
+IMAGE_LDFLAGS = $(subst Version=$(VERSION) ,Version=$(IMAGE_TAG) ,$(LDFLAGS))
+CLUSTER_IMAGE_FLAGS = -version '$(IMAGE_TAG)' -image-dir '$(IMAGE_DIR)' -image-repository '$(IMAGE_REPOSITORY)'
 
 .PHONY: cluster-tool
 cluster-tool:
@@ -13,12 +24,25 @@ cluster-tool:
 cluster-build: cluster-tool ## build the local cluster's binaries into _output/cluster-cache (no root needed)
 	$(CLUSTER_TOOL) build
 
+.PHONY: image-oci
+image-oci: cluster-tool ## build the driver image as an OCI archive, no container engine: $(IMAGE_DIR)/rdma-dra-driver-$(IMAGE_TAG).oci.tar
+	$(CLUSTER_TOOL) $(CLUSTER_IMAGE_FLAGS) -ldflags '$(IMAGE_LDFLAGS)' image
+
 .PHONY: cluster-up
-cluster-up: cluster-tool ## start the local cluster (root); FIXTURE=DIR for another mock node
+cluster-up: cluster-tool ## start the local cluster and install the driver in mock mode (root); FIXTURE=DIR for another mock node
 	$(CLUSTER_TOOL) up
+ifneq ($(SKIP_DRIVER),1)
+	@$(MAKE) --no-print-directory image-oci $(BIN_DIR)/helm
+	$(CLUSTER_TOOL) $(CLUSTER_IMAGE_FLAGS) -helm '$(HELM)' install
+endif
+
+.PHONY: cluster-install
+cluster-install: cluster-tool image-oci $(BIN_DIR)/helm ## (re)install the driver's chart on the running local cluster (root)
+	$(CLUSTER_TOOL) $(CLUSTER_IMAGE_FLAGS) -helm '$(HELM)' install
 
 .PHONY: cluster-down
-cluster-down: cluster-tool ## stop the local cluster and remove its state (root); logs stay
+cluster-down: cluster-tool ## uninstall the driver (best effort), stop the local cluster and remove its state (root); logs stay
+	-$(CLUSTER_TOOL) -helm '$(HELM)' uninstall
 	$(CLUSTER_TOOL) down
 
 .PHONY: cluster-status
@@ -28,6 +52,10 @@ cluster-status: cluster-tool ## show the local cluster's processes and node
 .PHONY: cluster-smoke
 cluster-smoke: cluster-tool ## run the smoke test against the running local cluster (root)
 	$(CLUSTER_TOOL) smoke
+
+.PHONY: cluster-restart-kubelet
+cluster-restart-kubelet: cluster-tool ## restart the local cluster's kubelet with the same command line (root)
+	$(CLUSTER_TOOL) restart kubelet
 
 .PHONY: cluster-test
 cluster-test: ## unit tests of the local cluster tool

@@ -254,6 +254,10 @@ func WriteArchiveFile(path string, img Image) error {
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("close %s: %w", tmp.Name(), err)
 	}
+	// CreateTemp makes the file private; an image archive is not a secret.
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return fmt.Errorf("chmod %s: %w", tmp.Name(), err)
+	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return fmt.Errorf("rename to %s: %w", path, err)
 	}
@@ -368,11 +372,20 @@ func hasChild(byPath map[string]File, dir string) bool {
 	return false
 }
 
+// orMode returns m's permission and special bits as tar stores them (0o7777), or def
+// when m is zero. Both spellings of the special bits are accepted: the raw octal 0o1777
+// and Go's fs.ModeSticky|0o777.
 func orMode(m, def fs.FileMode) fs.FileMode {
 	if m == 0 {
 		return def
 	}
-	return m.Perm()
+	out := m & 0o7777
+	for goBit, tarBit := range map[fs.FileMode]fs.FileMode{fs.ModeSetuid: 0o4000, fs.ModeSetgid: 0o2000, fs.ModeSticky: 0o1000} {
+		if m&goBit != 0 {
+			out |= tarBit
+		}
+	}
+	return out
 }
 
 func stamp(t time.Time) time.Time {

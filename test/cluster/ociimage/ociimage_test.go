@@ -131,7 +131,7 @@ func TestWriteArchive(t *testing.T) {
 		"bin/sh":   {typ: tar.TypeSymlink, mode: 0o777, link: "tool"},
 		"etc/":     {typ: tar.TypeDir, mode: 0o755},
 		"etc/motd": {typ: tar.TypeReg, mode: 0o600, data: "hi\n"},
-		"tmp/":     {typ: tar.TypeDir, mode: 0o777},
+		"tmp/":     {typ: tar.TypeDir, mode: 0o1777},
 	}
 	if len(layer) != len(want) {
 		t.Errorf("layer has %d entries, want %d: %v", len(layer), len(want), layer)

@@ -4,6 +4,9 @@
 //
 //	localcluster [flags] build|up|down|status|smoke
 //	localcluster [flags] import ARCHIVE...   (OCI archives into containerd's k8s.io namespace)
+//	localcluster [flags] image               (build the driver image as an OCI archive)
+//	localcluster [flags] install|uninstall   (the driver's chart in mock mode)
+//	localcluster [flags] restart COMPONENT   (e.g. kubelet: same command line, new process)
 package main
 
 import (
@@ -19,6 +22,7 @@ import (
 	"syscall"
 
 	"github.com/rdma-dra/rdma-dra-driver/test/cluster/bincache"
+	"github.com/rdma-dra/rdma-dra-driver/test/cluster/driverimage"
 	"github.com/rdma-dra/rdma-dra-driver/test/cluster/localcluster"
 )
 
@@ -42,13 +46,22 @@ func main() {
 	profile := flag.String("mock-profile", envOr("MOCK_PROFILE", "dgx-h100"), "rdma-dra mock-node profile of the default fixture (env MOCK_PROFILE)")
 	skipSmoke := flag.Bool("skip-smoke", os.Getenv("SKIP_SMOKE") == "1", "do not run the smoke test at the end of up (env SKIP_SMOKE=1)")
 	verbosity := flag.Int("v", 2, "klog verbosity of the components")
+	var d driverFlags
+	flag.StringVar(&d.version, "version", os.Getenv("VERSION"), "image: tag and stamped version of the driver image (env VERSION)")
+	flag.StringVar(&d.ldflags, "ldflags", os.Getenv("LDFLAGS"), "image: go linker flags, the Makefile's (env LDFLAGS)")
+	flag.StringVar(&d.outDir, "image-dir", envOr("IMAGE_DIR", "_output/images"), "image: output directory of binaries and archive (env IMAGE_DIR)")
+	flag.StringVar(&d.repository, "image-repository", envOr("IMAGE_REPOSITORY", driverimage.DefaultRepository), "image/install: image name without tag (env IMAGE_REPOSITORY)")
+	flag.StringVar(&d.sourceRef, "image-source", os.Getenv("IMAGE_SOURCE"), "image: build this git revision (e.g. HEAD) instead of the working tree (env IMAGE_SOURCE)")
+	flag.StringVar(&d.helm, "helm", envOr("HELM", "_output/bin/helm"), "install/uninstall: helm binary (env HELM)")
+	flag.StringVar(&d.values, "driver-values", os.Getenv("DRIVER_VALUES"), "install: extra chart values files, comma-separated (env DRIVER_VALUES)")
+	flag.StringVar(&d.archive, "image-archive", os.Getenv("IMAGE_ARCHIVE"), "install: OCI archive to import first; default: the one image writes for -version (env IMAGE_ARCHIVE)")
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: localcluster [flags] build|up|down|status|smoke\n       localcluster [flags] import ARCHIVE...\n")
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: localcluster [flags] build|up|down|status|smoke|image|install|uninstall\n       localcluster [flags] import ARCHIVE...\n       localcluster [flags] restart COMPONENT\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	if flag.NArg() < 1 || (flag.Arg(0) != "import" && flag.NArg() != 1) {
+	if flag.NArg() < 1 || (flag.Arg(0) != "import" && flag.Arg(0) != "restart" && flag.NArg() != 1) || (flag.Arg(0) == "restart" && flag.NArg() != 2) {
 		flag.Usage()
 		os.Exit(2)
 	}
@@ -57,13 +70,13 @@ func main() {
 	if err := run(ctx, log, flag.Args(), *repo, *cacheDir, *goCmd, *containerd, localcluster.Options{
 		FeatureGates: *gates, RuntimeConfig: *runtimeCfg, Fixture: *fixture, MockProfile: *profile,
 		SkipSmoke: *skipSmoke, Verbosity: *verbosity,
-	}); err != nil {
+	}, d); err != nil {
 		log.Error("localcluster "+flag.Arg(0)+" failed", "err", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, log *slog.Logger, args []string, repo, cacheDir, goCmd, containerdVersion string, o localcluster.Options) error {
+func run(ctx context.Context, log *slog.Logger, args []string, repo, cacheDir, goCmd, containerdVersion string, o localcluster.Options, d driverFlags) error {
 	cmd := args[0]
 	repo, err := filepath.Abs(repo)
 	if err != nil {
@@ -77,7 +90,10 @@ func run(ctx context.Context, log *slog.Logger, args []string, repo, cacheDir, g
 	} else if _, err := os.Stat("/usr/local/go/bin/go"); err == nil {
 		goCmd = "/usr/local/go/bin/go"
 	}
-	if cmd == "up" || cmd == "down" || cmd == "smoke" || cmd == "import" {
+	if cmd == "image" {
+		return d.buildImage(ctx, log, repo, goCmd)
+	}
+	if cmd == "up" || cmd == "down" || cmd == "smoke" || cmd == "import" || cmd == "install" || cmd == "uninstall" || cmd == "restart" {
 		if err := localcluster.CheckHost(); err != nil {
 			return err
 		}
@@ -122,7 +138,13 @@ func run(ctx context.Context, log *slog.Logger, args []string, repo, cacheDir, g
 			log.Info("imported", "archive", a)
 		}
 		return nil
+	case "install":
+		return c.InstallDriver(ctx, d.installOptions(repo))
+	case "uninstall":
+		return c.UninstallDriver(ctx, d.helm)
+	case "restart":
+		return c.RestartComponent(ctx, args[1])
 	default:
-		return errors.New("unknown command " + cmd + "; want build, up, down, status, smoke or import")
+		return errors.New("unknown command " + cmd + "; want build, up, down, status, smoke, import, image, install, uninstall or restart")
 	}
 }
