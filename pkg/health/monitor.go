@@ -144,6 +144,9 @@ func (m *Monitor) Watch(ctx context.Context, reports chan<- kubeletplugin.Device
 	return m.reporter.Watch(ctx, reports)
 }
 
+// LastPoll returns when the ports were last read successfully (or taken from a scan).
+func (m *Monitor) LastPoll() time.Time { return m.reporter.Verified() }
+
 // NetlinkActive reports whether netdev events arrive through rtnetlink right now.
 func (m *Monitor) NetlinkActive() bool { return m.links != nil && m.links.Active() }
 

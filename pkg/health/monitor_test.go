@@ -198,11 +198,7 @@ func TestMonitorRun(t *testing.T) {
 		t.Helper()
 		c.Step(time.Second)
 		now := c.Now()
-		waitFor(t, func() bool {
-			m.reporter.mu.Lock()
-			defer m.reporter.mu.Unlock()
-			return m.reporter.verified.Equal(now)
-		})
+		waitFor(t, func() bool { return m.LastPoll().Equal(now) })
 	}
 
 	// A quiet poll: no signal, health verified.

@@ -109,6 +109,13 @@ func (r *Reporter) SetStates(states map[PortID]PortState, t time.Time) {
 	}
 }
 
+// Verified returns when the states were last verified.
+func (r *Reporter) Verified() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.verified
+}
+
 // notify wakes the streams; r.mu is held.
 func (r *Reporter) notify() {
 	close(r.changed)

@@ -79,13 +79,13 @@ func (m *Plugin) DeletePort(ibdev string, port int) {
 	m.portState.DeletePartialMatch(prometheus.Labels{"device": ibdev, "port": strconv.Itoa(port)})
 }
 
-// Republished records a republish noticed by trigger; latency is observed when positive
-// (a rescan has no moment of noticing).
-func (m *Plugin) Republished(trigger string, latency time.Duration) {
-	m.republishes.WithLabelValues(trigger).Inc()
-	if latency > 0 {
-		m.republishLatency.Observe(latency.Seconds())
-	}
+// Republished records a republish noticed by trigger.
+func (m *Plugin) Republished(trigger string) { m.republishes.WithLabelValues(trigger).Inc() }
+
+// ObserveRepublishLatency records the time from noticing a change to the slices being
+// handed over.
+func (m *Plugin) ObserveRepublishLatency(d time.Duration) {
+	m.republishLatency.Observe(d.Seconds())
 }
 
 // RepublishDamped records a republish held back by damping.

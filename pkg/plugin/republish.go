@@ -80,10 +80,13 @@ func (p *Publisher) republish(ctx context.Context, s health.Signal) {
 		return
 	}
 	p.limiter.Take()
-	var latency time.Duration
-	if s.Change() && !s.At.IsZero() && s.Source != triggerFallback {
-		latency = p.clock.Since(s.At)
+	p.metrics.Republished(s.Source)
+	// Only a noticed change has a moment to measure from; a rescan or a fallback not.
+	if s.Source == health.SourcePoll || s.Source == health.SourceNetlink {
+		latency := p.clock.Since(s.At)
+		p.metrics.ObserveRepublishLatency(latency)
+		logger.V(1).Info("Republished ResourceSlices", "trigger", s.Source, "reason", s.Reason, "latency", latency)
+		return
 	}
-	p.metrics.Republished(s.Source, latency)
-	logger.V(1).Info("Republished ResourceSlices", "trigger", s.Source, "reason", s.Reason, "latency", latency)
+	logger.V(1).Info("Republished ResourceSlices", "trigger", s.Source, "reason", s.Reason)
 }
