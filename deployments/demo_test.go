@@ -110,8 +110,9 @@ func claimSpecs(objs []object) map[string]resourceapi.ResourceClaimSpec {
 // to claims and templates that exist, and opaque configs are valid RdmaConfigs.
 func TestDemoManifests(t *testing.T) {
 	classes := sets.New[string]()
-	for _, c := range only[*resourceapi.DeviceClass](decodeFile(t, staticFiles[0])) {
-		classes.Insert(c.Name)
+	// The controller names each pool's DeviceClass after the pool.
+	for _, p := range only[*rdmav1alpha1.RdmaPool](decodeFile(t, staticFiles[0])) {
+		classes.Insert(p.Name)
 	}
 	foreignClasses := sets.New("gpu.nvidia.com") // another driver's, documented in the README
 	knownAttrs, _ := knownNames()

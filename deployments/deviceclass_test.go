@@ -8,10 +8,13 @@ import (
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	dracel "k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/utils/ptr"
 
+	v1alpha1 "github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/controller"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
@@ -89,20 +92,44 @@ func sampleDevices(t *testing.T, model deviceModel) []sampleDevice {
 	return out
 }
 
-// TestDeviceClassSelectors evaluates each DeviceClass's CEL with the allocator's compiler
-// on devices built by pkg/devicemodel: a class selects exactly the driver's devices of its
-// mode, in both device models.
-func TestDeviceClassSelectors(t *testing.T) {
+// poolClasses returns the DeviceClasses the controller writes for the file's RdmaPools,
+// with the CEL from the controller's own generator.
+func poolClasses(t *testing.T, file string) []*resourceapi.DeviceClass {
+	t.Helper()
+	var out []*resourceapi.DeviceClass
+	for _, p := range only[*v1alpha1.RdmaPool](decodeFile(t, file)) {
+		if errs := p.Validate(); len(errs) > 0 {
+			t.Fatalf("RdmaPool %s: %v", p.Name, errs.ToAggregate())
+		}
+		expr, err := controller.PoolCEL(devicemodel.DefaultDriverName, &p.Spec)
+		if err != nil {
+			t.Fatalf("RdmaPool %s: %v", p.Name, err)
+		}
+		if _, err := controller.CompileSelector(expr); err != nil {
+			t.Fatalf("RdmaPool %s: %v", p.Name, err)
+		}
+		out = append(out, &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: p.Name}, Spec: resourceapi.DeviceClassSpec{
+			Selectors:            []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: expr}}},
+			ExtendedResourceName: p.Spec.ExtendedResourceName,
+		}})
+	}
+	return out
+}
+
+// TestDefaultPoolSelectors evaluates the CEL of the default pools' DeviceClasses with the
+// allocator's compiler on devices built by pkg/devicemodel: a class selects exactly the
+// driver's devices of its mode, in both device models.
+func TestDefaultPoolSelectors(t *testing.T) {
 	wantMode := map[string]devicemodel.Mode{"rdma-shared": devicemodel.ModeShared, "rdma-exclusive": devicemodel.ModeExclusive}
 	for _, file := range staticFiles {
-		classes := only[*resourceapi.DeviceClass](decodeFile(t, file))
+		classes := poolClasses(t, file)
 		if got := len(classes); got != len(wantMode) {
-			t.Fatalf("%s: %d DeviceClasses, want %d", file, got, len(wantMode))
+			t.Fatalf("%s: %d RdmaPools, want %d", file, got, len(wantMode))
 		}
 		for _, class := range classes {
 			mode, ok := wantMode[class.Name]
 			if !ok {
-				t.Fatalf("unexpected DeviceClass %s", class.Name)
+				t.Fatalf("unexpected RdmaPool %s", class.Name)
 			}
 			for _, model := range deviceModels {
 				t.Run(filepath.Base(file)+"/"+class.Name+"/"+model.name, func(t *testing.T) {
@@ -159,18 +186,18 @@ func celMatches(t *testing.T, expr string, d dracel.Device) bool {
 	return ok
 }
 
-func TestDeviceClassExtendedResources(t *testing.T) {
+func TestDefaultPoolExtendedResources(t *testing.T) {
 	for _, file := range staticFiles {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			got := map[string]string{}
-			for _, c := range only[*resourceapi.DeviceClass](decodeFile(t, file)) {
+			for _, c := range poolClasses(t, file) {
 				got[c.Name] = ptr.Deref(c.Spec.ExtendedResourceName, "")
 			}
 			// Pods of the k8s-rdma-shared-dev-plugin generation keep working.
 			want := map[string]string{"rdma-shared": "rdma/hca_shared_devices_a", "rdma-exclusive": ""}
 			for name, w := range want {
 				if got[name] != w {
-					t.Errorf("DeviceClass %s: extendedResourceName %q, want %q", name, got[name], w)
+					t.Errorf("RdmaPool %s: extendedResourceName %q, want %q", name, got[name], w)
 				}
 			}
 		})
@@ -237,9 +264,9 @@ func cutDomain(name string) (domain, id string, ok bool) {
 	return name[:i], name[i+1:], true
 }
 
-func TestDeviceClassAttributeNames(t *testing.T) {
+func TestDefaultPoolAttributeNames(t *testing.T) {
 	for _, file := range staticFiles {
-		for _, c := range only[*resourceapi.DeviceClass](decodeFile(t, file)) {
+		for _, c := range poolClasses(t, file) {
 			for _, s := range c.Spec.Selectors {
 				attrs, caps := celNames(s.CEL.Expression)
 				if len(attrs) == 0 {

@@ -18,10 +18,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	v1alpha1 "github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
 )
 
 // staticFiles are the renders `make manifests` writes; every test runs on each.
@@ -44,6 +47,8 @@ func newTyped(apiVersion, kind string) runtime.Object {
 		return &corev1.Namespace{}
 	case "v1 ServiceAccount":
 		return &corev1.ServiceAccount{}
+	case "v1 Secret":
+		return &corev1.Secret{}
 	case "v1 ConfigMap":
 		return &corev1.ConfigMap{}
 	case "v1 Service":
@@ -60,6 +65,16 @@ func newTyped(apiVersion, kind string) runtime.Object {
 		return &rbacv1.ClusterRole{}
 	case "rbac.authorization.k8s.io/v1 ClusterRoleBinding":
 		return &rbacv1.ClusterRoleBinding{}
+	case "rbac.authorization.k8s.io/v1 Role":
+		return &rbacv1.Role{}
+	case "rbac.authorization.k8s.io/v1 RoleBinding":
+		return &rbacv1.RoleBinding{}
+	case "admissionregistration.k8s.io/v1 ValidatingWebhookConfiguration":
+		return &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	case "apiextensions.k8s.io/v1 CustomResourceDefinition":
+		return &apiextensionsv1.CustomResourceDefinition{}
+	case "rdma.dra.io/v1alpha1 RdmaPool":
+		return &v1alpha1.RdmaPool{}
 	case "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy":
 		return &admissionregistrationv1.ValidatingAdmissionPolicy{}
 	case "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyBinding":
@@ -168,9 +183,12 @@ func TestStaticManifestsDecodeStrictly(t *testing.T) {
 			}
 			sort.Strings(kinds)
 			want := []string{
-				"*v1.ClusterRole", "*v1.ClusterRoleBinding", "*v1.DaemonSet", "*v1.DeviceClass",
-				"*v1.DeviceClass", "*v1.Namespace", "*v1.Service", "*v1.ServiceAccount",
-				"*v1.ValidatingAdmissionPolicy", "*v1.ValidatingAdmissionPolicyBinding",
+				"*v1.ClusterRole", "*v1.ClusterRole", "*v1.ClusterRoleBinding", "*v1.ClusterRoleBinding",
+				"*v1.CustomResourceDefinition", "*v1.DaemonSet", "*v1.Deployment", "*v1.Namespace",
+				"*v1.Role", "*v1.RoleBinding", "*v1.Secret", "*v1.Service", "*v1.Service",
+				"*v1.ServiceAccount", "*v1.ServiceAccount", "*v1.ValidatingAdmissionPolicy",
+				"*v1.ValidatingAdmissionPolicyBinding", "*v1.ValidatingWebhookConfiguration",
+				"*v1alpha1.RdmaPool", "*v1alpha1.RdmaPool",
 			}
 			if strings.Join(kinds, " ") != strings.Join(want, " ") {
 				t.Errorf("objects:\n got %v\nwant %v", kinds, want)
@@ -185,7 +203,7 @@ func TestDecodeRejectsBadManifests(t *testing.T) {
 	}{
 		{"unknown field", "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: a}\nautomount: true\n", "unknown field"},
 		{"misspelled nested field", "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: a}\nspec: {selector: []}\n", "unknown field"},
-		{"unexpected kind", "apiVersion: v1\nkind: Secret\nmetadata: {name: a}\n", "unexpected v1 Secret"},
+		{"unexpected kind", "apiVersion: v1\nkind: Endpoints\nmetadata: {name: a}\n", "unexpected v1 Endpoints"},
 		{"no kind", "metadata: {name: a}\n", "no apiVersion and kind"},
 		{"duplicate field", "apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\nmetadata: {name: b}\n", "already set"},
 	}

@@ -8,7 +8,6 @@ import (
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -142,7 +141,7 @@ func TestResourceSlicePolicy(t *testing.T) {
 	}
 	validator := compilePolicy(t, policy)
 
-	sa := one[*corev1.ServiceAccount](t, objs)
+	sa := pluginServiceAccount(t, objs)
 	plugin := serviceaccount.MakeUsername(sa.Namespace, sa.Name)
 	onNode := func(node string) userInfo {
 		return userInfo{name: plugin, extra: map[string]any{serviceaccount.NodeNameKey: []any{node}}}

@@ -71,9 +71,21 @@ the paths the plugin writes into CDI specs and sockets are valid on the host too
 {{- if .Values.mock.enabled }}{{ .Values.mock.devRoot }}{{ else }}/dev{{ end }}
 {{- end }}
 
-{{/* The CEL selector of a DeviceClass: this driver's devices of one mode. The attribute
-domain is rdma.dra.io whatever the driver is named (devicemodel.AttributeDomain); the
-attribute names are checked against pkg/devicemodel by deployments/deployments_test.go. */}}
-{{- define "rdma-dra-driver.modeSelector" -}}
-device.driver == {{ .driverName | quote }} && device.attributes["rdma.dra.io"].mode == {{ .mode | quote }}
+{{- define "rdma-dra-driver.controller.selectorLabels" -}}
+{{ include "rdma-dra-driver.selectorLabels" . }}
+app.kubernetes.io/component: controller
+{{- end }}
+
+{{/* Names of the controller's objects; the controller gets them as flags, and its RBAC
+names them as resourceNames. */}}
+{{- define "rdma-dra-driver.controller.name" -}}
+{{- printf "%s-controller" (include "rdma-dra-driver.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "rdma-dra-driver.webhook.name" -}}
+{{- printf "%s-webhook" (include "rdma-dra-driver.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "rdma-dra-driver.webhook.secretName" -}}
+{{- printf "%s-webhook-cert" (include "rdma-dra-driver.fullname" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}
