@@ -1,0 +1,118 @@
+package plugin
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	drahealthv1 "k8s.io/kubelet/pkg/apis/dra-health/v1"
+	testclock "k8s.io/utils/clock/testing"
+
+	"github.com/rdma-dra/rdma-dra-driver/pkg/cdi"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
+)
+
+// TestHealthThroughKubeletPluginHelper watches device health the way the kubelet does:
+// over the helper's DRAResourceHealth gRPC service. The first message holds every
+// device, a port that goes down is reported after one poll, and a reconnecting kubelet
+// gets the complete state again.
+func TestHealthThroughKubeletPluginHelper(t *testing.T) {
+	n := newLiveNode(t, "disabled-port", liveOptions{clock: testclock.NewFakeClock(epoch), poll: time.Second})
+	bootPath := filepath.Join(t.TempDir(), "boot_id")
+	if err := os.WriteFile(bootPath, []byte("boot-1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	kube := fake.NewClientset()
+	d, err := NewDriver(n.ctx, DriverOptions{
+		DriverName: testDriver, NodeName: testNode, Kube: kube,
+		Store:   checkpoint.NewStore(t.TempDir(), bootPath),
+		Specs:   cdi.NewWriter(cdi.Options{SpecDir: t.TempDir(), DevRoot: "/dev"}),
+		Devices: n.pub,
+		Health:  n.monitor,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sockDir := filepath.Join(testRoot, "h")
+	helper, err := kubeletplugin.Start(n.ctx, d,
+		kubeletplugin.DriverName(testDriver),
+		kubeletplugin.NodeName(testNode),
+		kubeletplugin.KubeClient(kube),
+		kubeletplugin.RegistrarDirectoryPath(mkdir(t, sockDir+"r")),
+		kubeletplugin.PluginDataDirectoryPath(mkdir(t, sockDir+"d")),
+		kubeletplugin.HealthService(true),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer helper.Stop()
+	conn, err := grpc.NewClient("unix://"+filepath.Join(sockDir+"d", "dra.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	client := drahealthv1.NewDRAResourceHealthClient(conn)
+
+	watch := func() (drahealthv1.DRAResourceHealth_NodeWatchResourcesClient, context.CancelFunc) {
+		t.Helper()
+		ctx, cancel := context.WithCancel(n.ctx)
+		stream, err := client.NodeWatchResources(ctx, &drahealthv1.NodeWatchResourcesRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return stream, cancel
+	}
+	// expect receives one message and checks the health of some devices.
+	expect := func(stream drahealthv1.DRAResourceHealth_NodeWatchResourcesClient, devices int, want map[string]string) {
+		t.Helper()
+		msg, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(msg.Devices) != devices {
+			t.Errorf("%d devices in the report, want %d", len(msg.Devices), devices)
+		}
+		got := map[string]string{}
+		for _, dev := range msg.Devices {
+			if dev.Device.PoolName != testPool || dev.HealthCheckTimeoutSeconds != 30 || dev.LastUpdatedTime == 0 {
+				t.Errorf("device %+v", dev)
+			}
+			got[dev.Device.DeviceName] = dev.Health.String() + ": " + dev.Message
+		}
+		for name, w := range want {
+			if got[name] != w {
+				t.Errorf("%s: %q, want %q", name, got[name], w)
+			}
+		}
+	}
+
+	// Four ports, each an exclusive, a shared and four legacy single-share devices.
+	const devices = 4 * (2 + 16)
+	stream, cancel := watch()
+	expect(stream, devices, map[string]string{
+		"mlx5-0-p1":        "HEALTHY: mlx5_0 port 1 is ACTIVE (LinkUp)",
+		"mlx5-2-p1-shared": "UNHEALTHY: mlx5_2 port 1 is DOWN (Disabled)",
+		"mlx5-2-p1-s15":    "UNHEALTHY: mlx5_2 port 1 is DOWN (Disabled)",
+	})
+	n.setState("mlx5_0", 1, "1: DOWN", "3: Disabled")
+	n.step(time.Second)
+	expect(stream, devices, map[string]string{
+		"mlx5-0-p1":        "UNHEALTHY: mlx5_0 port 1 is DOWN (Disabled)",
+		"mlx5-0-p1-shared": "UNHEALTHY: mlx5_0 port 1 is DOWN (Disabled)",
+	})
+	cancel()
+
+	// The kubelet reconnects: the complete state at once.
+	stream, cancel = watch()
+	defer cancel()
+	expect(stream, devices, map[string]string{
+		"mlx5-0-p1": "UNHEALTHY: mlx5_0 port 1 is DOWN (Disabled)",
+		"mlx5-1-p1": "HEALTHY: mlx5_1 port 1 is ACTIVE (LinkUp)",
+	})
+}
