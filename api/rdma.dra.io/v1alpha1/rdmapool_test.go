@@ -1,0 +1,112 @@
+package v1alpha1
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/randfill"
+)
+
+// TestPoolDeepCopy fills every field at random, copies, and checks that the copy is
+// equal and shares no memory: a field added without a deep copy fails here.
+func TestPoolDeepCopy(t *testing.T) {
+	f := randfill.NewWithSeed(1).NilChance(0).NumElements(1, 3).Funcs(
+		// The API decodes a config into Raw only; Object stays nil.
+		func(r *runtime.RawExtension, c randfill.Continue) { r.Raw = []byte(`{"x":"` + c.String(8) + `"}`) })
+	for range 20 {
+		orig := &RdmaPool{}
+		f.Fill(orig)
+		cp := orig.DeepCopyObject().(*RdmaPool)
+		if diff := cmp.Diff(orig, cp); diff != "" {
+			t.Fatalf("copy differs (-orig +copy):\n%s", diff)
+		}
+		if shared := sharedMemory(reflect.ValueOf(orig).Elem(), reflect.ValueOf(cp).Elem(), "pool"); len(shared) > 0 {
+			t.Fatalf("copy shares memory with the original at %v", shared)
+		}
+	}
+	list := &RdmaPoolList{Items: []RdmaPool{{}}}
+	if cp := list.DeepCopyObject().(*RdmaPoolList); len(cp.Items) != 1 || &cp.Items[0] == &list.Items[0] {
+		t.Error("list copy shares items")
+	}
+	if (*RdmaPool)(nil).DeepCopy() != nil || (*RdmaPoolList)(nil).DeepCopy() != nil {
+		t.Error("nil.DeepCopy() != nil")
+	}
+}
+
+func TestPoolValidate(t *testing.T) {
+	valid := func() *RdmaPool {
+		p := &RdmaPool{Spec: RdmaPoolSpec{Mode: PoolModeShared}}
+		p.Name = "rdma-shared"
+		return p
+	}
+	tests := []struct {
+		name   string
+		mutate func(*RdmaPool)
+		want   string
+	}{
+		{"valid", func(*RdmaPool) {}, ""},
+		{"bad name", func(p *RdmaPool) { p.Name = "Rdma_Shared" }, "metadata.name: Invalid value"},
+		{"bad mode", func(p *RdmaPool) { p.Spec.Mode = "both" }, `spec.mode: Unsupported value: "both"`},
+		{"bad vendor", func(p *RdmaPool) { p.Spec.Selectors.Vendors = []string{"15b"} }, "spec.selectors.vendors[0]: Invalid value"},
+		{"vendor with 0x", func(p *RdmaPool) { p.Spec.Selectors.Vendors = []string{"0x15B3"} }, ""},
+		{"bad pattern", func(p *RdmaPool) { p.Spec.Selectors.IfNames = []string{"ib[0-"} }, "spec.selectors.ifNames[0]: Invalid value"},
+		{"non-ASCII", func(p *RdmaPool) { p.Spec.Selectors.IBDevs = []string{"mlx5_é"} }, "must be printable ASCII"},
+		{"empty value", func(p *RdmaPool) { p.Spec.Selectors.Drivers = []string{""} }, "spec.selectors.drivers[0]: Required value"},
+		{"bad link type", func(p *RdmaPool) { p.Spec.Selectors.LinkTypes = []LinkType{"fddi"} }, "spec.selectors.linkTypes[0]: Unsupported value"},
+		{"extended resource without domain", func(p *RdmaPool) { p.Spec.ExtendedResourceName = new("hca") }, "must be <domain>/<name>"},
+		{"extended resource of kubernetes.io", func(p *RdmaPool) { p.Spec.ExtendedResourceName = new("kubernetes.io/hca") }, "kubernetes.io domain"},
+		{"long CEL", func(p *RdmaPool) { p.Spec.CEL = strings.Repeat("x", MaxCELLength+1) }, "spec.cel: Too long"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := valid()
+			tt.mutate(p)
+			got := ""
+			if errs := p.Validate(); len(errs) > 0 {
+				got = errs.ToAggregate().Error()
+			}
+			if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// sharedMemory lists the paths where a and b hold the same pointer, slice array or map.
+func sharedMemory(a, b reflect.Value, path string) []string {
+	var out []string
+	switch a.Kind() {
+	case reflect.Pointer:
+		if a.IsNil() || b.IsNil() {
+			return nil
+		}
+		if a.Pointer() == b.Pointer() {
+			return []string{path}
+		}
+		return sharedMemory(a.Elem(), b.Elem(), path)
+	case reflect.Slice:
+		if a.Len() > 0 && b.Len() > 0 && a.Pointer() == b.Pointer() {
+			return []string{path}
+		}
+		for i := 0; i < min(a.Len(), b.Len()); i++ {
+			out = append(out, sharedMemory(a.Index(i), b.Index(i), fmt.Sprintf("%s[%d]", path, i))...)
+		}
+	case reflect.Map:
+		if a.Len() > 0 && a.Pointer() == b.Pointer() {
+			return []string{path}
+		}
+	case reflect.Struct:
+		if a.Type() == reflect.TypeFor[time.Time]() {
+			return nil // its *Location is immutable and shared by design
+		}
+		for i := range a.NumField() {
+			out = append(out, sharedMemory(a.Field(i), b.Field(i), path+"."+a.Type().Field(i).Name)...)
+		}
+	}
+	return out
+}
