@@ -115,7 +115,8 @@ type LoadResult struct {
 }
 
 // runLoad runs one worker per claim: each prepares its claim over gRPC, unprepares it,
-// and repeats until it did rounds cycles (rounds > 0) or until d passed.
+// and repeats until it did rounds cycles (rounds > 0) or until d passed (d > 0),
+// whichever comes first.
 func runLoad(ctx context.Context, client drapb.DRAPluginClient, claims []*drapb.Claim, devices, rounds int, d time.Duration) (LoadResult, error) {
 	var (
 		mu          sync.Mutex
@@ -130,7 +131,7 @@ func runLoad(ctx context.Context, client drapb.DRAPluginClient, claims []*drapb.
 		go func() {
 			defer wg.Done()
 			var p, u []time.Duration
-			for i := 0; rounds > 0 && i < rounds || rounds == 0 && time.Now().Before(deadline); i++ {
+			for i := 0; (rounds == 0 || i < rounds) && (d == 0 || time.Now().Before(deadline)); i++ {
 				dp, du, err := cycle(ctx, client, c)
 				if err != nil {
 					mu.Lock()

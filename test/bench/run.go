@@ -47,6 +47,7 @@ type scale struct {
 	allocMinPods       int
 	allocMinTime       time.Duration
 	prepareRounds      int
+	prepareMaxTime     time.Duration
 	throughputLevels   []int
 	throughputDuration time.Duration
 	rescan             time.Duration // zero: the plugin's default
@@ -57,14 +58,14 @@ func (o Options) scale() scale {
 		return scale{
 			discoverySizes: []int{8, 320}, discoveryMinScans: 2,
 			allocNodes: []int{100, 1000}, compareNodes: 100, allocMinPods: 1,
-			prepareRounds: 2, throughputLevels: []int{1, 64}, throughputDuration: 500 * time.Millisecond,
+			prepareRounds: 2, prepareMaxTime: 10 * time.Second, throughputLevels: []int{1, 64}, throughputDuration: 500 * time.Millisecond,
 			rescan: time.Second,
 		}
 	}
 	return scale{
 		discoverySizes: []int{8, 16, 32, 64, 320}, discoveryMinScans: 20, discoveryMinTime: time.Second,
 		allocNodes: []int{100, 250, 500, 1000}, compareNodes: 1000, allocMinPods: 10, allocMinTime: 2 * time.Second,
-		prepareRounds: 40, throughputLevels: []int{1, 4, 16, 64}, throughputDuration: 5 * time.Second,
+		prepareRounds: 40, prepareMaxTime: 40 * time.Second, throughputLevels: []int{1, 4, 16, 64}, throughputDuration: 5 * time.Second,
 	}
 }
 
@@ -272,15 +273,15 @@ func measurePrepare(ctx context.Context, cp *ControlPlane, p *Plugin, sc scale, 
 		return err
 	}
 	// Warm up: connections, the plugin's first checkpoint, the API server's caches.
-	if _, err := runLoad(ctx, client, one[:16], 1, 2, 0); err != nil {
+	if _, err := runLoad(ctx, client, one[:16], 1, 2, sc.prepareMaxTime); err != nil {
 		return fmt.Errorf("warm up: %w", err)
 	}
-	res, err := runLoad(ctx, client, one[:16], 1, sc.prepareRounds, 0)
+	res, err := runLoad(ctx, client, one[:16], 1, sc.prepareRounds, sc.prepareMaxTime)
 	if err != nil {
 		return fmt.Errorf("1-device claims: %w", err)
 	}
 	r.Details.Prepare1, r.PrepareP99MS = &res, ptr(res.Prepare.P99)
-	res8, err := runLoad(ctx, client, eight, 8, sc.prepareRounds, 0)
+	res8, err := runLoad(ctx, client, eight, 8, sc.prepareRounds, sc.prepareMaxTime)
 	if err != nil {
 		return fmt.Errorf("8-device claims: %w", err)
 	}
