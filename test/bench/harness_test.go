@@ -164,8 +164,8 @@ func sampleResults() *Results {
 		SliceSizes: []SliceSize{{Variant: DefaultVariant, Slices: 2, Devices: 16, Bytes: 20000}},
 		AllocNodes: []AllocPoint{alloc(DefaultVariant, 100), alloc(DefaultVariant, 1000)},
 		Prepare1:   &p1, Prepare8: &p8, Throughput: []LoadResult{load(1), load(64)},
-		Event:      &EventResult{RescanInterval: "30s (default)", Flips: 2, Latency: Summary{P50: 900}},
-		Idle:       &IdleResult{Seconds: 60, RSSMiB: 30},
+		Event: &EventResult{RescanInterval: "30s (default)", Flips: 2, Latency: Summary{P50: 900}},
+		Idle:  &IdleResult{Seconds: 60, RSSMiB: 30},
 	}
 	for _, v := range comparedVariants {
 		r.Details.AllocModels = append(r.Details.AllocModels, alloc(v, 1000))
