@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -288,7 +289,11 @@ func (d *Driver) HandleError(ctx context.Context, err error, msg string) {
 		return
 	}
 	if errors.Is(err, kubeletplugin.ErrRecoverable) {
-		d.metrics.PublishError("apiserver")
+		// The helper reports stale health streams this way too; they are no publish
+		// error (the health monitor stops resending when it cannot read the ports).
+		if !strings.Contains(msg, "health") {
+			d.metrics.PublishError("apiserver")
+		}
 		logger.Error(err, msg)
 		return
 	}

@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/rdma-dra/rdma-dra-driver/pkg/cdi"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/metrics"
 )
 
 // TestHealthThroughKubeletPluginHelper watches device health the way the kubelet does:
@@ -115,4 +117,47 @@ func TestHealthThroughKubeletPluginHelper(t *testing.T) {
 		"mlx5-0-p1": "UNHEALTHY: mlx5_0 port 1 is DOWN (Disabled)",
 		"mlx5-1-p1": "HEALTHY: mlx5_1 port 1 is ACTIVE (LinkUp)",
 	})
+}
+
+// TestStaleHealthIsNoPublishError: the helper reports a stale health stream through
+// HandleError like a publishing problem; only the latter counts as a publish error.
+func TestStaleHealthIsNoPublishError(t *testing.T) {
+	h := newHarness(t, "disabled-port")
+	m := metrics.NewPlugin()
+	d, err := NewDriver(h.ctx, DriverOptions{
+		DriverName: testDriver, NodeName: testNode, Kube: h.kube,
+		Store:   checkpoint.NewStore(h.dataDir, h.bootPath),
+		Specs:   cdi.NewWriter(cdi.Options{SpecDir: h.cdiDir, DevRoot: "/dev"}),
+		Devices: h.pub, Metrics: m,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiErrors := func() float64 {
+		t.Helper()
+		families, err := m.Registry().Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			if f.GetName() != "rdma_dra_publish_errors_total" {
+				continue
+			}
+			for _, metric := range f.GetMetric() {
+				if metric.GetLabel()[0].GetValue() == "apiserver" {
+					return metric.GetCounter().GetValue()
+				}
+			}
+		}
+		return 0
+	}
+	d.HandleError(h.ctx, wrapRecoverable(errors.New("no device health report was sent for 31s")),
+		"device health reports are stale, WatchHealthStatus must re-send within each device's HealthCheckTimeout")
+	if got := apiErrors(); got != 0 {
+		t.Errorf("stale health counted as %v publish errors", got)
+	}
+	d.HandleError(h.ctx, wrapRecoverable(errors.New("update resource slice: conflict")), "processing ResourceSlice objects")
+	if got := apiErrors(); got != 1 {
+		t.Errorf("publishing error counted %v times, want 1", got)
+	}
 }
