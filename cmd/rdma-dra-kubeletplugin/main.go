@@ -91,6 +91,8 @@ func (v *flagValues) flags() []cli.Flag {
 		&cli.StringFlag{Name: "taint-effect", Usage: "effect of the taint of a port that is not ACTIVE: NoSchedule, NoExecute (evict the pods using it) or None", Value: string(resourceapi.DeviceTaintEffectNoSchedule), EnvVars: []string{"TAINT_EFFECT"}, Destination: &v.taintEffect},
 		&cli.IntFlag{Name: "max-republish-per-minute", Usage: "damping: at most this many republishes after changes in any minute, half of them at once; the last state is always published; 0 disables", Value: health.DefaultMaxRepublishPerMinute, EnvVars: []string{"MAX_REPUBLISH_PER_MINUTE"}, Destination: &c.MaxRepublishPerMinute},
 		&cli.BoolFlag{Name: "node-events", Usage: "record an Event on the Node when a port changes state, appears or disappears", Value: true, EnvVars: []string{"NODE_EVENTS"}, Destination: &c.NodeEvents},
+		&cli.StringFlag{Name: "namespace", Usage: "the plugin pod's namespace (downward API metadata.namespace); with --daemonset-name: clean the node up when the DaemonSet is uninstalled", EnvVars: []string{"POD_NAMESPACE"}, Destination: &c.Namespace},
+		&cli.StringFlag{Name: "daemonset-name", Usage: "the plugin's DaemonSet; with --namespace: clean the node up when it is uninstalled", EnvVars: []string{"DAEMONSET_NAME"}, Destination: &c.DaemonSetName},
 		&cli.StringFlag{Name: "boot-id-path", Usage: "the kernel's boot ID file, which invalidates the checkpoint after a reboot", Value: checkpoint.DefaultBootIDPath, EnvVars: []string{"BOOT_ID_PATH"}, Destination: &c.BootIDPath},
 	}
 }

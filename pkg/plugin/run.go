@@ -77,6 +77,9 @@ type Config struct {
 	BootIDPath string
 	// PrepareHoldFile is the test-only failpoint file (see PrepareHoldEnv).
 	PrepareHoldFile string
+	// Namespace and DaemonSetName name the plugin's DaemonSet; when both are set, the
+	// plugin cleans the node up at shutdown if the DaemonSet is going away (uninstall.go).
+	Namespace, DaemonSetName string
 }
 
 // DataDir is the plugin data directory: the DRA socket, the checkpoint and its lock.
@@ -97,6 +100,7 @@ func (c Config) KeysAndValues() []any {
 		"hookInstallDir", c.HookInstallDir, "hookSource", c.HookSource,
 		"kubeconfig", c.Kubeconfig, "netlink", c.Netlink, "bootIDPath", c.BootIDPath,
 		"prepareHoldFile", c.PrepareHoldFile,
+		"namespace", c.Namespace, "daemonSetName", c.DaemonSetName,
 	}
 }
 
@@ -178,12 +182,14 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := publisher.Sync(ctx); err != nil {
 		return err
 	}
+	store := checkpoint.NewStore(cfg.DataDir(), cfg.BootIDPath)
+	specs := cdi.NewWriter(cdi.Options{SpecDir: cfg.CDIRoot, DevRoot: cfg.DevRoot, HookPath: hookPath})
 	driver, err := NewDriver(ctx, DriverOptions{
 		DriverName:      cfg.DriverName,
 		NodeName:        cfg.NodeName,
 		Kube:            kube,
-		Store:           checkpoint.NewStore(cfg.DataDir(), cfg.BootIDPath),
-		Specs:           cdi.NewWriter(cdi.Options{SpecDir: cfg.CDIRoot, DevRoot: cfg.DevRoot, HookPath: hookPath}),
+		Store:           store,
+		Specs:           specs,
 		Devices:         publisher,
 		Health:          monitor,
 		Metrics:         m,
@@ -246,6 +252,8 @@ func Run(ctx context.Context, cfg Config) error {
 		return cause
 	}
 	logger.Info("Shutting down")
+	helper.Stop()
+	cleanupIfUninstalled(ctx, cfg, kube, hookPath, store, specs)
 	return nil
 }
 
