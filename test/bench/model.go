@@ -9,8 +9,11 @@ import (
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/controller"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
@@ -107,27 +110,35 @@ func measureSliceSizes(inv *discovery.Inventory, variants []Variant) ([]SliceSiz
 	return out, nil
 }
 
-// deviceClasses reads the DeviceClasses of the rendered static manifest, so that the
-// allocator selects devices with exactly the CEL the chart installs.
+// deviceClasses returns the DeviceClasses the chart's default RdmaPools turn into: the
+// pools are read from the rendered static manifest and their CEL comes from the
+// controller's PoolCEL, so that the allocator selects devices exactly as on a cluster.
 func deviceClasses(repo string) (map[string]*resourceapi.DeviceClass, error) {
 	path := filepath.Join(repo, "deployments", "static", "rdma-dra-driver.yaml")
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("read device classes: %w", err)
+		return nil, fmt.Errorf("read device pools: %w", err)
 	}
 	out := map[string]*resourceapi.DeviceClass{}
 	for _, doc := range strings.Split(string(data), "\n---") {
-		if !strings.Contains(doc, "kind: DeviceClass") {
+		if !strings.Contains(doc, "\nkind: RdmaPool") {
 			continue
 		}
-		var dc resourceapi.DeviceClass
-		if err := yaml.UnmarshalStrict([]byte(doc), &dc); err != nil {
-			return nil, fmt.Errorf("decode device class in %s: %w", path, err)
+		var pool v1alpha1.RdmaPool
+		if err := yaml.Unmarshal([]byte(doc), &pool); err != nil {
+			return nil, fmt.Errorf("decode RdmaPool in %s: %w", path, err)
 		}
-		out[dc.Name] = &dc
+		expr, err := controller.PoolCEL(devicemodel.DefaultDriverName, &pool.Spec)
+		if err != nil {
+			return nil, fmt.Errorf("CEL of pool %s: %w", pool.Name, err)
+		}
+		out[pool.Name] = &resourceapi.DeviceClass{
+			ObjectMeta: metav1.ObjectMeta{Name: pool.Name},
+			Spec:       resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: expr}}}},
+		}
 	}
 	if out[sharedClass] == nil {
-		return nil, fmt.Errorf("%s has no DeviceClass %s", path, sharedClass)
+		return nil, fmt.Errorf("%s has no RdmaPool %s", path, sharedClass)
 	}
 	return out, nil
 }

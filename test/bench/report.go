@@ -129,8 +129,8 @@ const howText = `- **Control plane**: etcd and kube-apiserver from the local clu
   and unprepared over the plugin's unix socket with the kubelet's DRA v1 gRPC client, one worker per
   claim. Latency is the gRPC round trip the kubelet would see.
 - **Allocation**: ` + "`structured.NewAllocator`" + ` of k8s.io/dynamic-resource-allocation v0.37.1 with the 1.37
-  scheduler's default features, over slices built by ` + "`pkg/devicemodel`" + ` for every node, with the chart's
-  ` + "`rdma-shared`" + ` DeviceClass. Per pod it does what the scheduler's DRA plugin does: copy the allocated
+  scheduler's default features, over slices built by ` + "`pkg/devicemodel`" + ` for every node, with the DeviceClass
+  the controller makes of the chart's default ` + "`rdma-shared`" + ` pool. Per pod it does what the scheduler's DRA plugin does: copy the allocated
   state, build the allocator, call Allocate node by node until the scheduler's default number of
   feasible nodes is found (420 of 1000), commit the first. On one core: the scheduler spreads the
   Allocate calls over 16 goroutines, so on a many-core scheduler host the Filter part shrinks.

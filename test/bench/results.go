@@ -126,4 +126,17 @@ func (r *Results) WriteJSON(path string) error {
 	return nil
 }
 
+// ReadResults reads a results.json written by WriteJSON.
+func ReadResults(path string) (*Results, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read results: %w", err)
+	}
+	var r Results
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", path, err)
+	}
+	return &r, nil
+}
+
 func ptr(v float64) *float64 { return &v }

@@ -40,7 +40,15 @@ func main() {
 	idle := flag.Duration("idle", 0, "how long the idle plugin runs before its RSS is read; default 60s, 3s with -smoke (env BENCH_IDLE)")
 	flips := flag.Int("flips", 0, "port state flips for event_to_slice_ms; default 6, 2 with -smoke (env BENCH_FLIPS)")
 	report := flag.String("report", "", "the report to write; default <repo>/docs/benchmarks.md, and none with -smoke (env BENCH_REPORT)")
+	fromJSON := flag.String("from-json", "", "measure nothing: render the report from this results.json")
 	flag.Parse()
+	if *fromJSON != "" {
+		if err := rerender(*repo, *fromJSON, *report); err != nil {
+			fmt.Fprintf(os.Stderr, "rdma-dra-bench: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*repo, *smoke, *idle, *flips, *report); err != nil {
 		fmt.Fprintf(os.Stderr, "rdma-dra-bench: %v\n", err)
 		os.Exit(1)
@@ -95,6 +103,18 @@ func run(repo string, smoke bool, idle time.Duration, flips int, report string) 
 		return fmt.Errorf("no value for %s: %s", strings.Join(missing, ", "), strings.Join(res.Meta.Errors, "; "))
 	}
 	return nil
+}
+
+// rerender writes the report of an earlier run.
+func rerender(repo, path, report string) error {
+	res, err := bench.ReadResults(path)
+	if err != nil {
+		return err
+	}
+	if report == "" {
+		report = filepath.Join(repo, "docs", "benchmarks.md")
+	}
+	return bench.WriteReport(res, report)
 }
 
 func durationEnv(name string, def time.Duration) time.Duration {
