@@ -6,7 +6,7 @@ GIT_COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X github.com/rdma-dra/rdma-dra-driver/internal/version.Version=$(VERSION) \
 	-X github.com/rdma-dra/rdma-dra-driver/internal/version.GitCommit=$(GIT_COMMIT)
 BIN_DIR := _output/bin
-BINARIES := rdma-dra rdma-dra-kubeletplugin rdma-dra-cdi-hook
+BINARIES := rdma-dra rdma-dra-kubeletplugin rdma-dra-controller rdma-dra-cdi-hook
 FUZZTIME ?= 10s
 
 .PHONY: help
