@@ -175,8 +175,9 @@ func TestChangeToSliceLatency(t *testing.T) {
 	count, sum := histogram(t, n.metrics, "rdma_dra_republish_latency_seconds")
 	t.Logf("change noticed -> PublishResources returned (republish_latency_seconds): %d republishes, mean %s",
 		count, time.Duration(sum/float64(count)*float64(time.Second)))
-	if count != flips {
-		t.Errorf("%d republishes timed, want %d", count, flips)
+	// A poll may fall between the writes of state and phys_state and publish twice.
+	if count < flips {
+		t.Errorf("%d republishes timed, want at least %d", count, flips)
 	}
 	// Bounds with room for a loaded machine: one poll interval plus a scan and an API
 	// call must stay far below the three seconds the cluster test allows with a 1s poll.

@@ -80,6 +80,10 @@ func newLiveNode(t *testing.T, profile string, o liveOptions) *liveNode {
 	go func() { defer wg.Done(); n.monitor.Run(ctx) }()
 	go func() { defer wg.Done(); n.pub.Run(ctx, n.monitor) }()
 	t.Cleanup(func() { cancel(); wg.Wait() })
+	if fake, ok := o.clock.(*testclock.FakeClock); ok {
+		// The poll ticker must exist before a test steps the clock.
+		waitUntil(t, fake.HasWaiters)
+	}
 	return n
 }
 
