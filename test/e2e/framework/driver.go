@@ -1,0 +1,152 @@
+package framework
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ChartDir is the driver's chart in the repository.
+func (e *Env) ChartDir() string { return filepath.Join(e.Repo, "deployments", "helm", "rdma-dra-driver") }
+
+// E2EValuesFile holds the suite's chart values (2 shares per port, so limits are quick to reach).
+func (e *Env) E2EValuesFile() string { return filepath.Join(e.Repo, "test", "e2e", "testdata", "values-e2e.yaml") }
+
+// Install runs helm upgrade --install with the cluster's mock values, the suite's values
+// and set, then waits until the plugin is rolled out and publishes wantShares shares per port.
+func (e *Env) Install(ctx context.Context, wantShares int64, set ...string) error {
+	args := []string{"upgrade", "--install", Release, e.ChartDir(), "--namespace", Namespace, "--create-namespace",
+		"--values", e.ValuesFile(), "--values", e.E2EValuesFile()}
+	for _, s := range set {
+		args = append(args, "--set", s)
+	}
+	if _, err := e.Helm(ctx, args...); err != nil {
+		return err
+	}
+	return e.WaitReady(ctx, wantShares)
+}
+
+// WaitReady waits for the DaemonSet's rollout and for the node's slices to offer
+// wantShares shares on mlx5-0-p1-shared.
+func (e *Env) WaitReady(ctx context.Context, wantShares int64) error {
+	if _, err := e.Kubectl(ctx, "-n", Namespace, "rollout", "status", "daemonset/"+DaemonSet, "--timeout=3m"); err != nil {
+		return err
+	}
+	return Poll(ctx, 2*time.Minute, time.Second, func(ctx context.Context) error {
+		dev, err := e.SliceDevice(ctx, "mlx5-0-p1-shared")
+		if err != nil {
+			return err
+		}
+		c, ok := dev.Capacity["rdma.dra.io/shares"]
+		if !ok || c.Value.Value() != wantShares {
+			return fmt.Errorf("mlx5-0-p1-shared offers %v shares, want %d", c.Value.String(), wantShares)
+		}
+		return nil
+	})
+}
+
+// SliceDevice returns the device of that name in the node's ResourceSlices of the driver.
+func (e *Env) SliceDevice(ctx context.Context, name string) (resourceapi.Device, error) {
+	slices, err := e.Client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{
+		FieldSelector: "spec.driver=" + DriverName + ",spec.nodeName=" + e.Node,
+	})
+	if err != nil {
+		return resourceapi.Device{}, err
+	}
+	for _, s := range slices.Items {
+		for _, d := range s.Spec.Devices {
+			if d.Name == name {
+				return d, nil
+			}
+		}
+	}
+	return resourceapi.Device{}, fmt.Errorf("device %s not published (%d slices)", name, len(slices.Items))
+}
+
+// PluginPod returns the running plugin pod of the node.
+func (e *Env) PluginPod(ctx context.Context) (*corev1.Pod, error) {
+	pods, err := e.Client.CoreV1().Pods(Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=kubelet-plugin"})
+	if err != nil {
+		return nil, err
+	}
+	var running []*corev1.Pod
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
+			running = append(running, p)
+		}
+	}
+	if len(running) != 1 {
+		return nil, fmt.Errorf("%d running plugin pods, want 1", len(running))
+	}
+	return running[0], nil
+}
+
+// CheckpointEntry is the part of a checkpoint entry the suite looks at.
+type CheckpointEntry struct {
+	Phase string `json:"phase"`
+}
+
+// Checkpoint reads the plugin's checkpoint on the host; a missing file is empty.
+func (e *Env) Checkpoint() (map[string]CheckpointEntry, error) {
+	data, err := os.ReadFile(filepath.Join(e.PluginDataDir(), "checkpoint.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return map[string]CheckpointEntry{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var cp struct {
+		Claims map[string]CheckpointEntry `json:"claims"`
+	}
+	if err := json.Unmarshal(data, &cp); err != nil {
+		return nil, fmt.Errorf("parse checkpoint: %w", err)
+	}
+	if cp.Claims == nil {
+		cp.Claims = map[string]CheckpointEntry{}
+	}
+	return cp.Claims, nil
+}
+
+// CDISpecs returns the driver's CDI spec files on the host.
+func (e *Env) CDISpecs() ([]string, error) {
+	m, err := filepath.Glob(filepath.Join(e.CDIDir(), "k8s.rdma.dra.io-hca_*"))
+	return m, err
+}
+
+// CDISpecFor returns the spec file path of a claim UID (it may not exist).
+func (e *Env) CDISpecFor(uid string) string {
+	return filepath.Join(e.CDIDir(), "k8s.rdma.dra.io-hca_"+uid+".json")
+}
+
+// WarningEvents returns "reason: message" of the Warning events of an object kind in ns
+// whose reason contains substr.
+func (e *Env) WarningEvents(ctx context.Context, ns, substr string) ([]string, error) {
+	evs, err := e.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, ev := range evs.Items {
+		if ev.Type == corev1.EventTypeWarning && strings.Contains(ev.Reason, substr) {
+			out = append(out, ev.InvolvedObject.Name+": "+ev.Reason+": "+ev.Message)
+		}
+	}
+	return out, nil
+}
+
+// ReleaseInstalled reports whether the driver's release exists.
+func (e *Env) ReleaseInstalled(ctx context.Context) bool {
+	_, err := e.Client.AppsV1().DaemonSets(Namespace).Get(ctx, DaemonSet, metav1.GetOptions{})
+	return err == nil || !apierrors.IsNotFound(err)
+}

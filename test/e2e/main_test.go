@@ -1,0 +1,38 @@
+// Package e2e is the end-to-end suite of the driver on the local cluster: real pods with
+// real claims, checked by what their containers see. `make e2e` brings the cluster up,
+// installs the driver (mock mode, dgx-h100 node) and runs it; docs/e2e.md lists the tests.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/rdma-dra/rdma-dra-driver/test/e2e/framework"
+)
+
+// shares is the number of shares per port of the suite's node config (testdata/values-e2e.yaml).
+const shares = 2
+
+// env is the cluster every test uses.
+var env *framework.Env
+
+func TestMain(m *testing.M) {
+	repo, err := filepath.Abs("../..")
+	if err == nil {
+		env, err = framework.Load(repo)
+	}
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		err = env.Install(ctx, shares)
+		cancel()
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e setup: %v\n", err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
