@@ -278,6 +278,10 @@ func TestCleanupRemovesOrphansOnly(t *testing.T) {
 			t.Fatal(res.Err)
 		}
 	}
+	// Claim status is written in the background. Let it finish before the claims are
+	// deleted: the fake clientset's apply would create a deleted claim anew, which a real
+	// API server does not do for the status subresource.
+	d.status.pending.Wait()
 	// A spec with neither entry nor claim, as after a lost checkpoint.
 	specs := cdi.NewWriter(cdi.Options{SpecDir: h.cdiDir, Exists: func(string) bool { return true }})
 	lost := uidFor("lost")
