@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"syscall"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -89,12 +91,34 @@ func UninstallCleanup(ctx context.Context, cfg Config, hookPath string, store *c
 		}
 	}
 	unlock()
-	if err := os.RemoveAll(cfg.DataDir()); err != nil {
-		errs = append(errs, fmt.Errorf("remove data directory %s: %w", cfg.DataDir(), err))
+	if err := removeDir(cfg.DataDir()); err != nil {
+		errs = append(errs, err)
 	} else {
 		logger.Info("Removed the plugin's data directory", "path", cfg.DataDir(), "orphanedSpecs", len(uids))
 	}
 	return errors.Join(errs...)
+}
+
+// removeDir removes dir and everything in it. The chart mounts the data directory itself
+// from the host, so the directory is a mount point in the container and cannot go (EBUSY):
+// then it stays, empty, and the kubelet's hostPath leaves an empty directory on the host.
+func removeDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read data directory %s: %w", dir, err)
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return fmt.Errorf("clear data directory %s: %w", dir, err)
+		}
+	}
+	if err := os.Remove(dir); err != nil && !errors.Is(err, syscall.EBUSY) && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove data directory %s: %w", dir, err)
+	}
+	return nil
 }
 
 // cleanupIfUninstalled runs after the plugin stopped on a signal: when its DaemonSet is
