@@ -3,7 +3,6 @@ package plugin
 import (
 	"context"
 	"fmt"
-	"net"
 	"time"
 
 	"google.golang.org/grpc"
@@ -27,7 +26,7 @@ const livenessPoll = 2 * time.Second
 // NOT_SERVING before or when it refused it, so that a liveness probe restarts a plugin
 // the kubelet does not talk to.
 func ServeLiveness(ctx context.Context, address string, reg RegistrationReporter) error {
-	lis, err := (&net.ListenConfig{}).Listen(ctx, "tcp", address)
+	lis, err := listenShared(ctx, address)
 	if err != nil {
 		return fmt.Errorf("listen for health checks: %w", err)
 	}

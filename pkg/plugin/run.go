@@ -342,8 +342,12 @@ func serveMetrics(ctx context.Context, address string, handler http.Handler) err
 		defer cancel()
 		_ = srv.Shutdown(shutdownCtx)
 	}()
+	lis, err := listenShared(ctx, address)
+	if err != nil {
+		return fmt.Errorf("serve metrics: %w", err)
+	}
 	klog.FromContext(ctx).Info("Serving metrics", "address", address)
-	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serve metrics: %w", err)
 	}
 	return nil
