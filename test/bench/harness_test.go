@@ -217,6 +217,12 @@ func TestWriteReport(t *testing.T) {
 	}
 }
 
+func TestPlainNumbers(t *testing.T) {
+	if got, want := plainNumbers("a 1.01e+03 ms, 2.064e+04 bytes, 3.5 ms, x1e+3y"), "a 1010 ms, 20640 bytes, 3.5 ms, x1e+3y"; got != want {
+		t.Errorf("plainNumbers = %q, want %q", got, want)
+	}
+}
+
 func TestFormatTick(t *testing.T) {
 	for _, tt := range []struct {
 		in   float64

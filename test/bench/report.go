@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -114,7 +116,22 @@ func renderReport(r *Results) string {
 	writeModels(&b, r)
 	writeAlloc(&b, r)
 	writeIdle(&b, r)
-	return b.String()
+	return plainNumbers(b.String())
+}
+
+// exponent matches what %g prints for numbers of a thousand and more.
+var exponent = regexp.MustCompile(`\b\d(\.\d+)?e\+\d+\b`)
+
+// plainNumbers rewrites 1.01e+03 as 1010: %g keeps small numbers short, and large ones
+// read better without an exponent.
+func plainNumbers(s string) string {
+	return exponent.ReplaceAllStringFunc(s, func(m string) string {
+		v, err := strconv.ParseFloat(m, 64)
+		if err != nil {
+			return m
+		}
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	})
 }
 
 const howText = `- **Control plane**: etcd and kube-apiserver from the local cluster's binary cache
