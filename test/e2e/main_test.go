@@ -27,7 +27,7 @@ func TestMain(m *testing.M) {
 	}
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		err = env.Install(ctx, shares)
+		err = setup(ctx)
 		cancel()
 	}
 	if err != nil {
@@ -35,4 +35,19 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	os.Exit(m.Run())
+}
+
+// setup installs the driver with the suite's values and checks that no claim holds a port.
+func setup(ctx context.Context) error {
+	if err := env.Install(ctx, shares); err != nil {
+		return err
+	}
+	held, err := env.AllocatedClaims(ctx)
+	if err != nil {
+		return err
+	}
+	if len(held) > 0 {
+		return fmt.Errorf("claims hold ports of the node already (a demo?): %v; delete them or start afresh with make cluster-down cluster-up", held)
+	}
+	return nil
 }

@@ -17,10 +17,14 @@ import (
 )
 
 // ChartDir is the driver's chart in the repository.
-func (e *Env) ChartDir() string { return filepath.Join(e.Repo, "deployments", "helm", "rdma-dra-driver") }
+func (e *Env) ChartDir() string {
+	return filepath.Join(e.Repo, "deployments", "helm", "rdma-dra-driver")
+}
 
 // E2EValuesFile holds the suite's chart values (2 shares per port, so limits are quick to reach).
-func (e *Env) E2EValuesFile() string { return filepath.Join(e.Repo, "test", "e2e", "testdata", "values-e2e.yaml") }
+func (e *Env) E2EValuesFile() string {
+	return filepath.Join(e.Repo, "test", "e2e", "testdata", "values-e2e.yaml")
+}
 
 // Install runs helm upgrade --install with the cluster's mock values, the suite's values
 // and set, then waits until the plugin is rolled out and publishes wantShares shares per port.
@@ -149,4 +153,26 @@ func (e *Env) WarningEvents(ctx context.Context, ns, substr string) ([]string, e
 func (e *Env) ReleaseInstalled(ctx context.Context) bool {
 	_, err := e.Client.AppsV1().DaemonSets(Namespace).Get(ctx, DaemonSet, metav1.GetOptions{})
 	return err == nil || !apierrors.IsNotFound(err)
+}
+
+// AllocatedClaims lists namespace/name of every claim that holds devices of the driver;
+// the suite needs a node whose ports are all free.
+func (e *Env) AllocatedClaims(ctx context.Context) ([]string, error) {
+	claims, err := e.Client.ResourceV1().ResourceClaims("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, c := range claims.Items {
+		if c.Status.Allocation == nil {
+			continue
+		}
+		for _, r := range c.Status.Allocation.Devices.Results {
+			if r.Driver == DriverName {
+				out = append(out, c.Namespace+"/"+c.Name)
+				break
+			}
+		}
+	}
+	return out, nil
 }

@@ -251,6 +251,22 @@ func ParseReport(out string) Report {
 	return r
 }
 
+var envLine = regexp.MustCompile(`^([A-Z][A-Z0-9_]*)=(.*)$`)
+
+// ParseLogs reads what any workload printed with `env` and `ls -l /dev/infiniband`, in any
+// order and without ReportScript's markers (the demo workloads print that way).
+func ParseLogs(out string) Report {
+	r := Report{Env: map[string]string{}, Devices: map[string]string{}, Raw: out}
+	for _, line := range strings.Split(out, "\n") {
+		if m := envLine.FindStringSubmatch(line); m != nil {
+			r.Env[m[1]] = m[2]
+		} else if m := lsLine.FindStringSubmatch(line); m != nil {
+			r.Devices[m[4]] = fmt.Sprintf("%s %s,%s", m[1], m[2], m[3])
+		}
+	}
+	return r
+}
+
 // DeviceNames returns the sorted names in the /dev/infiniband listing.
 func (r Report) DeviceNames() []string {
 	var out []string

@@ -1,0 +1,20 @@
+# The end-to-end suite on the local cluster (docs/e2e.md).
+# E2E_RUN=REGEXP selects tests, E2E_TIMEOUT bounds the go test run, E2E_TEARDOWN=1 runs
+# cluster-down afterwards (CI does).
+E2E_TIMEOUT ?= 30m
+E2E_TEARDOWN ?= 0
+E2E_RUN ?=
+
+.PHONY: e2e
+e2e: ## end-to-end tests on the local cluster (root): cluster-up with the driver if needed, then go test ./e2e/...
+	@$(MAKE) --no-print-directory cluster-up
+	@rc=0; (cd test && $(GO) test -count=1 -v -timeout $(E2E_TIMEOUT) $(if $(E2E_RUN),-run '$(E2E_RUN)') ./e2e/...) || rc=$$?; \
+	if [ $$rc -ne 0 ]; then $(MAKE) --no-print-directory e2e-logs; fi; \
+	if [ "$(E2E_TEARDOWN)" = 1 ]; then $(MAKE) --no-print-directory cluster-down || true; fi; \
+	exit $$rc
+
+.PHONY: e2e-logs
+e2e-logs: ## print the tails of the local cluster's logs and of the plugin's log
+	@for f in _output/local-cluster/logs/*.log; do [ -f "$$f" ] || continue; echo "=== $$f (last 30 lines)"; tail -n 30 "$$f"; done
+	@echo "=== plugin pods"; _output/bin/kubectl --kubeconfig _output/local-cluster/kubeconfig -n rdma-dra-driver get pods -o wide 2>&1 || true
+	@echo "=== plugin log (last 60 lines)"; _output/bin/kubectl --kubeconfig _output/local-cluster/kubeconfig -n rdma-dra-driver logs daemonset/rdma-dra-driver-kubelet-plugin --tail=60 2>&1 || true
