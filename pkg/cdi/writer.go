@@ -66,13 +66,17 @@ func (w *Writer) Write(ctx context.Context, claimUID string, devices []ClaimDevi
 	return ids, nil
 }
 
-// writeSpecFile writes data as dir/name so that a reader sees the old file or the
-// whole new one, also after a crash: temp file, fsync, rename, fsync of the directory.
-// The temp file is validated by the CDI library's own loader before it is renamed, so
-// a spec the runtime would refuse never appears under its real name.
+// writeSpecFile writes data as dir/name so that a reader (the container runtime's
+// watcher) sees the old file or the whole new one, also after the plugin crashed: temp
+// file, rename. The temp file is validated by the CDI library's own loader before it is
+// renamed, so a spec the runtime would refuse never appears under its real name.
 //
-// The library's Cache.WriteSpec is not used: it neither syncs the file nor the
-// directory, and leaves the file 0600.
+// Nothing is fsynced: the spec directory is /var/run/cdi, a tmpfs on real nodes (where
+// fsync does nothing), and wherever it is not, losing the page cache means a kernel crash
+// or a power loss, so a reboot, after which the pods are gone and the plugin drops the
+// specs of the earlier boot (docs/kubelet-plugin.md, "Why nothing is fsynced").
+//
+// The library's Cache.WriteSpec is not used: it leaves the file 0600.
 func writeSpecFile(dir, name string, data []byte) (err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create CDI spec dir: %w", err)
@@ -91,9 +95,6 @@ func writeSpecFile(dir, name string, data []byte) (err error) {
 	if err == nil {
 		err = tmp.Chmod(specPerm) // CreateTemp makes 0600 whatever the umask
 	}
-	if err == nil {
-		err = tmp.Sync()
-	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
@@ -105,19 +106,6 @@ func writeSpecFile(dir, name string, data []byte) (err error) {
 	}
 	if err = os.Rename(tmp.Name(), filepath.Join(dir, name)); err != nil {
 		return fmt.Errorf("rename CDI spec: %w", err)
-	}
-	return syncDir(dir)
-}
-
-// syncDir makes a rename or removal in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("open CDI spec dir: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync CDI spec dir: %w", err)
 	}
 	return nil
 }
@@ -148,13 +136,9 @@ func (w *Writer) Remove(ctx context.Context, claimUID string) error {
 			return fmt.Errorf("remove CDI spec: %w", err)
 		}
 	}
-	if !removed {
-		return nil
+	if removed {
+		logger(ctx).V(2).Info("Removed CDI spec", "claim", claimUID)
 	}
-	if err := syncDir(w.opts.SpecDir); err != nil {
-		return err
-	}
-	logger(ctx).V(2).Info("Removed CDI spec", "claim", claimUID)
 	return nil
 }
 
