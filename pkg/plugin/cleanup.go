@@ -31,28 +31,33 @@ type orphan struct {
 // API. The kubelet normally unprepares every claim it prepared, but not when the pod was
 // force-deleted while the node was down or the kubelet lost its own state.
 //
-// The API is asked outside the checkpoint lock, so that prepare calls do not wait for
-// it; removal happens under the lock and only for entries that did not change meanwhile.
+// The API is asked without any lock, so that prepare calls do not wait for it. Removal
+// takes the lock of each claim it removes (without waiting: a claim that a call is working
+// on right now is no orphan and is skipped) and happens only for entries that did not
+// change meanwhile.
 // A spec without an entry (the checkpoint was lost) whose claim still exists is adopted:
 // its entry is rebuilt from the claim so that overlap checks see its devices again.
 func (d *Driver) Cleanup(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	var entries map[string]*checkpoint.Claim
 	var specs []string
-	err := d.transaction(ctx, func(ctx context.Context, cp *checkpoint.Checkpoint) (bool, error) {
+	d.claims.sweep(ctx)
+	err := d.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
 		entries = make(map[string]*checkpoint.Claim, len(cp.Claims))
 		for uid, c := range cp.Claims {
 			entries[uid] = c.Clone()
-		}
-		var err error
-		specs, err = d.specs.List()
-		if err != nil {
-			return false, fmt.Errorf("list CDI specs: %w", err)
 		}
 		return false, nil
 	})
 	if err != nil {
 		return err
+	}
+	// Listed after the entries were copied: a spec written meanwhile belongs to an
+	// entry that the copy missed, is taken for one without entry, and is then left
+	// alone because its claim exists or, if not, because of the grace period.
+	specs, err = d.specs.List()
+	if err != nil {
+		return fmt.Errorf("list CDI specs: %w", err)
 	}
 
 	var orphans []orphan
@@ -109,39 +114,78 @@ func (d *Driver) Cleanup(ctx context.Context) error {
 		return nil
 	}
 
-	removedEntries, removedSpecs := 0, 0
-	err = d.transaction(ctx, func(ctx context.Context, cp *checkpoint.Checkpoint) (bool, error) {
-		changed := false
+	// Lock the claims to change; busy ones are being prepared or unprepared right now.
+	locked := map[string]*heldClaims{}
+	gone := map[string]bool{}
+	defer func() {
+		for uid, h := range locked {
+			h.release(map[string]bool{uid: gone[uid]})
+		}
+	}()
+	tryLock := func(uid string) bool {
+		if locked[uid] == nil {
+			if h := d.claims.tryLock(ctx, uid); h != nil {
+				locked[uid] = h
+			}
+		}
+		return locked[uid] != nil
+	}
+	for _, o := range orphans {
+		tryLock(o.uid)
+	}
+	for uid := range adopt {
+		tryLock(uid)
+	}
+	// With the claims locked their entries cannot change, so what is decided here
+	// still holds when the specs are removed and the entries dropped below.
+	var remove []orphan
+	err = d.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
+		remove = remove[:0]
 		now := d.clock.Now()
 		for _, o := range orphans {
-			current := cp.Claims[o.uid]
-			if !sameEntry(current, o.entry) {
-				continue // a prepare or unprepare got there first
+			if locked[o.uid] == nil || !sameEntry(cp.Claims[o.uid], o.entry) || !d.graceOver(o, now) {
+				continue // a prepare or unprepare got there first, or not long enough gone
 			}
-			if !d.graceOver(o, now) {
-				continue
-			}
-			if err := d.specs.Remove(ctx, o.uid); err != nil {
-				logger.Error(err, "Cleanup could not remove CDI spec", "claimUID", o.uid)
-				continue
-			}
-			removedSpecs++
-			if current != nil {
-				delete(cp.Claims, o.uid)
+			remove = append(remove, o)
+		}
+		return false, nil
+	})
+	if err != nil {
+		return err
+	}
+	removedEntries, removedSpecs := 0, 0
+	var dropped []string
+	for _, o := range remove {
+		if err := d.specs.Remove(ctx, o.uid); err != nil {
+			logger.Error(err, "Cleanup could not remove CDI spec", "claimUID", o.uid)
+			continue
+		}
+		removedSpecs++
+		gone[o.uid] = true
+		if o.entry != nil {
+			dropped = append(dropped, o.uid)
+		}
+		d.cleanupMu.Lock()
+		delete(d.orphanSince, o.uid)
+		d.cleanupMu.Unlock()
+		logger.Info("Removed leftovers of a deleted claim", "claimUID", o.uid, "hadEntry", o.entry != nil)
+	}
+	err = d.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
+		changed := false
+		removedEntries = 0
+		for _, uid := range dropped {
+			if cp.Claims[uid] != nil {
+				delete(cp.Claims, uid)
 				removedEntries++
 				changed = true
 			}
-			d.cleanupMu.Lock()
-			delete(d.orphanSince, o.uid)
-			d.cleanupMu.Unlock()
-			logger.Info("Removed leftovers of a deleted claim", "claimUID", o.uid, "hadEntry", current != nil)
 		}
 		for uid, entry := range adopt {
-			if cp.Claims[uid] != nil {
+			if locked[uid] == nil || cp.Claims[uid] != nil {
 				continue
 			}
 			entry.UpdatedAt = d.now()
-			cp.Claims[uid] = entry
+			cp.Claims[uid] = entry.Clone()
 			changed = true
 			logger.Info("Adopted CDI spec of an existing claim missing from the checkpoint", "claim", klog.KRef(entry.Namespace, entry.Name), "claimUID", uid)
 		}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -49,9 +50,9 @@ type HealthWatcher interface {
 
 // Driver implements [kubeletplugin.DRAPlugin].
 //
-// The helper serializes PrepareResourceClaims and UnprepareResourceClaims (across
-// instances during a rolling update, through a file lock); the checkpoint store adds its
-// own lock so that the cleanup loop can run next to them.
+// PrepareResourceClaims and UnprepareResourceClaims may run concurrently (the helper
+// does not serialize them, see run.go); claimlock.go describes the locking that keeps
+// them, the cleanup loop and a second plugin instance apart.
 type Driver struct {
 	driverName string
 	nodeName   string
@@ -64,6 +65,7 @@ type Driver struct {
 	clock      clock.PassiveClock
 	status     *statusWriter
 	hold       *Failpoint
+	claims     *claimLocks
 	// fatal stops the process after an error that retrying cannot fix.
 	fatal func(error)
 	// onDroppedFields is told about slices the API server accepted only in part; it
@@ -154,40 +156,57 @@ func NewDriver(ctx context.Context, opts DriverOptions) (*Driver, error) {
 		d.fatal = func(error) {}
 	}
 	d.status = newStatusWriter(d.driverName, d.kube, d.clock)
-	err := d.transaction(ctx, func(ctx context.Context, cp *checkpoint.Checkpoint) (bool, error) {
-		// Loading already recovered what it could; saving makes the recovery stick
-		// (the new boot ID, the empty state after a quarantine).
-		return true, nil
-	})
+	claims, err := newClaimLocks(filepath.Join(d.store.Dir(), claimLockDir))
 	if err != nil {
+		return nil, err
+	}
+	d.claims = claims
+	d.store.SetHooks(checkpoint.Hooks{
+		Recover:   func(loaded checkpoint.Loaded) error { return d.recoverCheckpoint(ctx, loaded) },
+		Committed: d.updateGauges,
+	})
+	// Loading recovers what it can; saving once at start makes the recovery stick (the
+	// new boot ID, the empty state after a quarantine) before the kubelet can call, and
+	// shows early when the data directory is not writable.
+	if err := d.update(ctx, func(*checkpoint.Checkpoint) (bool, error) { return true, nil }); err != nil {
 		return nil, fmt.Errorf("open checkpoint: %w", err)
 	}
 	return d, nil
 }
 
-// transaction runs fn on the current checkpoint with the store locked and saves the
-// checkpoint when fn says it changed it. Recovery of what Load found (a quarantined
-// file, entries of an earlier boot) happens here so that every caller gets it.
-func (d *Driver) transaction(ctx context.Context, fn func(context.Context, *checkpoint.Checkpoint) (bool, error)) error {
+// claimLockDir is the directory of the per-claim lock files inside the data directory.
+const claimLockDir = "claims"
+
+// update applies fn to the checkpoint through the store's group commit and returns when
+// the change is saved (see checkpoint.Store.Update for what fn must and must not do).
+// Errors of the store itself are counted; fn's own errors are the caller's business.
+func (d *Driver) update(ctx context.Context, fn checkpoint.Change) error {
+	var fnErr error
+	err := d.store.Update(func(cp *checkpoint.Checkpoint) (bool, error) {
+		changed, err := fn(cp)
+		fnErr = err
+		return changed, err
+	})
+	if err != nil && err != fnErr { //nolint:errorlint // identity: was it fn's error?
+		op := "load"
+		if errors.Is(err, checkpoint.ErrSave) {
+			op = "save"
+		}
+		d.metrics.CheckpointError(op)
+		klog.FromContext(ctx).V(2).Info("Checkpoint update failed", "err", err)
+	}
+	return err
+}
+
+// recoverCheckpoint handles what loading the checkpoint recovered from, on the first
+// load of a boot (entries of an earlier boot) or whenever the file was found corrupted.
+// It runs inside the store's lock, which is fine for these rare events.
+func (d *Driver) recoverCheckpoint(ctx context.Context, loaded checkpoint.Loaded) error {
 	logger := klog.FromContext(ctx)
-	unlock, err := d.store.Lock()
-	if err != nil {
-		d.metrics.CheckpointError("load")
-		return err
-	}
-	defer unlock()
-	loaded, err := d.store.Load()
-	if err != nil {
-		d.metrics.CheckpointError("load")
-		return err
-	}
-	cp := loaded.Checkpoint
-	recovered := false
 	if loaded.QuarantinedTo != "" {
 		d.metrics.CheckpointError("quarantine")
 		logger.Error(loaded.Corruption, "Checkpoint was corrupted, moved it aside and started empty; CDI specs of unknown claims are still removed on unprepare and by the cleanup",
 			"checkpoint", d.store.Path(), "movedTo", loaded.QuarantinedTo)
-		recovered = true
 	}
 	for _, stale := range loaded.Stale {
 		// The node rebooted: the pods of these claims are gone and /var/run was
@@ -196,33 +215,12 @@ func (d *Driver) transaction(ctx context.Context, fn func(context.Context, *chec
 			return fmt.Errorf("remove CDI spec of claim %s from an earlier boot: %w", stale.UID, err)
 		}
 		logger.Info("Dropped claim prepared before the node rebooted", "claim", klog.KRef(stale.Namespace, stale.Name), "claimUID", stale.UID)
-		recovered = true
 	}
-	changed, err := fn(ctx, cp)
-	if err != nil {
-		return err
-	}
-	if changed || recovered {
-		if err := d.store.Save(cp); err != nil {
-			d.metrics.CheckpointError("save")
-			return fmt.Errorf("save checkpoint: %w", err)
-		}
-	}
-	d.updateGauges(cp)
 	return nil
 }
 
 // RunStatusWriter writes the claims' device status in the background until ctx ends.
 func (d *Driver) RunStatusWriter(ctx context.Context) { d.status.Run(ctx) }
-
-// save writes cp inside a transaction.
-func (d *Driver) save(cp *checkpoint.Checkpoint) error {
-	if err := d.store.Save(cp); err != nil {
-		d.metrics.CheckpointError("save")
-		return fmt.Errorf("save checkpoint: %w", err)
-	}
-	return nil
-}
 
 func (d *Driver) updateGauges(cp *checkpoint.Checkpoint) {
 	d.metrics.SetPreparedClaims(len(cp.Claims))

@@ -16,12 +16,16 @@ import (
 // shared device with different share IDs are the point of sharing and never conflict.
 // Admin-access allocations only observe and conflict with nothing. Entries in both
 // phases count: a Started entry may be completed by the kubelet's retry.
+//
+// It runs inside the checkpoint's critical section (for every claim of every prepare),
+// so the sorted UIDs, which make the reported conflict deterministic, are computed once.
 func checkOverlap(cp *checkpoint.Checkpoint, uid string, devices []checkpoint.Device) error {
+	uids := checkpoint.SortedUIDs(cp)
 	for _, dev := range devices {
 		if dev.AdminAccess {
 			continue
 		}
-		for _, otherUID := range checkpoint.SortedUIDs(cp) {
+		for _, otherUID := range uids {
 			if otherUID == uid {
 				continue
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -31,98 +32,129 @@ type claimPlan struct {
 	claim   *resourceapi.ResourceClaim
 	entry   *checkpoint.Claim
 	devices []cdi.ClaimDevice
+	// redo is set when an entry of an earlier attempt (Started, adopted, or of another
+	// allocation) was replaced: whatever that attempt wrote must go first.
+	redo bool
+	// rollback is set when writing failed and the entry is to be dropped again.
+	rollback bool
 }
 
-// prepare prepares claims in three checkpointed stages: every claim that needs work is
-// recorded as PrepareStarted (one save), then its CDI spec and status are written, then
-// all are recorded as PrepareCompleted (one save). A crash anywhere leaves either no
-// entry and no spec, or a Started entry that the kubelet's retry (or an unprepare) cleans
-// up, or a Completed entry whose answer the retry repeats.
+// prepare prepares claims in three checkpointed stages, holding the claims' locks
+// throughout (claimlock.go): every claim that needs work is checked for overlaps and
+// recorded as PrepareStarted in one checkpoint change, then its CDI spec and status are
+// written without any node-wide lock, then all are recorded as PrepareCompleted in one
+// change. A crash anywhere leaves either no entry and no spec, or a Started entry that
+// the kubelet's retry (or an unprepare) cleans up, or a Completed entry whose answer the
+// retry repeats. Concurrent calls for other claims share the checkpoint saves (group
+// commit) and otherwise do not wait for each other.
 func (d *Driver) prepare(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
 	results := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
-	err := d.transaction(ctx, func(ctx context.Context, cp *checkpoint.Checkpoint) (bool, error) {
-		var todo []*claimPlan
-		for _, claim := range claims {
-			plan, answer, err := d.planClaim(ctx, cp, claim)
-			switch {
-			case err != nil:
-				results[claim.UID] = kubeletplugin.PrepareResult{Err: err}
-			case answer != nil:
-				results[claim.UID] = *answer
-			default:
-				// Recorded right away so that the next claim of this call sees it when
-				// checking for overlaps.
-				cp.Claims[plan.entry.UID] = plan.entry
-				todo = append(todo, plan)
+	uids := make([]string, 0, len(claims))
+	for _, claim := range claims {
+		uids = append(uids, string(claim.UID))
+	}
+	held, err := d.claims.lock(ctx, uids)
+	if err != nil {
+		return nil, fmt.Errorf("lock claims: %w", err)
+	}
+	defer held.release(nil)
+
+	// Planning needs no lock of the node: it reads the claim and the published devices.
+	var plans []*claimPlan
+	for _, claim := range claims {
+		entry, devices, err := d.planDevices(claim)
+		switch {
+		case err != nil:
+			results[claim.UID] = kubeletplugin.PrepareResult{Err: err}
+		case len(entry.Devices) == 0:
+			// Nothing of this driver's (the kubelet does not normally ask): nothing to write.
+			results[claim.UID] = kubeletplugin.PrepareResult{}
+		default:
+			plans = append(plans, &claimPlan{claim: claim, entry: entry, devices: devices})
+		}
+	}
+	var todo []*claimPlan
+	err = d.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
+		// Check and reserve in one step: each claim recorded here is seen by the next
+		// one's overlap check, in this call and in every later batch.
+		todo = todo[:0]
+		for _, plan := range plans {
+			if answer, done := d.reserve(ctx, cp, plan); done {
+				results[plan.claim.UID] = answer
+				continue
 			}
+			todo = append(todo, plan)
 		}
-		if len(todo) == 0 {
-			return false, nil
-		}
-		if err := d.save(cp); err != nil {
-			return false, err
-		}
-		d.stepDone(stepStartedSaved)
-		if err := d.hold.Wait(ctx); err != nil {
-			return false, err
-		}
-		for _, plan := range todo {
-			results[plan.claim.UID] = d.writeClaim(ctx, cp, plan)
-		}
-		if err := d.save(cp); err != nil {
-			return false, err
-		}
-		d.stepDone(stepCompletedSaved)
-		return false, nil
+		return len(todo) > 0, nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	if len(todo) == 0 {
+		return results, nil
+	}
+	d.stepDone(stepStartedSaved)
+	if err := d.hold.Wait(ctx); err != nil {
+		return nil, err
+	}
+	for _, plan := range todo {
+		results[plan.claim.UID] = d.writeClaim(ctx, plan)
+	}
+	err = d.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
+		for _, plan := range todo {
+			if plan.rollback {
+				delete(cp.Claims, plan.entry.UID)
+			} else {
+				cp.Claims[plan.entry.UID] = plan.entry.Clone()
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.stepDone(stepCompletedSaved)
 	return results, nil
 }
 
-// planClaim decides what to do for one claim: an error for the kubelet, the answer of an
-// earlier completed preparation, or a plan to carry out. Leftovers of an interrupted
-// preparation are removed here, before the new plan is recorded.
-func (d *Driver) planClaim(ctx context.Context, cp *checkpoint.Checkpoint, claim *resourceapi.ResourceClaim) (*claimPlan, *kubeletplugin.PrepareResult, error) {
-	logger := klog.FromContext(ctx)
-	uid := string(claim.UID)
-	entry, devices, err := d.planDevices(claim)
-	if err != nil {
-		return nil, nil, err
-	}
-	if len(entry.Devices) == 0 {
-		// Nothing of this driver's (the kubelet does not normally ask): nothing to write.
-		return nil, &kubeletplugin.PrepareResult{}, nil
-	}
+// reserve decides, inside a checkpoint change, what to do for one planned claim: repeat
+// the answer of an earlier completed preparation or refuse an overlap (done), or record
+// the plan as PrepareStarted so that no other claim can take its devices.
+func (d *Driver) reserve(ctx context.Context, cp *checkpoint.Checkpoint, plan *claimPlan) (kubeletplugin.PrepareResult, bool) {
+	uid := plan.entry.UID
 	existing := cp.Claims[uid]
-	if existing != nil && existing.Phase == checkpoint.PhasePrepareCompleted && !existing.Adopted && sameAllocation(existing.Devices, entry.Devices) {
-		answer := answerFor(existing)
-		return nil, &answer, nil
+	if existing != nil && existing.Phase == checkpoint.PhasePrepareCompleted && !existing.Adopted && sameAllocation(existing.Devices, plan.entry.Devices) {
+		return answerFor(existing.Clone()), true
 	}
-	if err := checkOverlap(cp, uid, entry.Devices); err != nil {
-		return nil, nil, err
+	if err := checkOverlap(cp, uid, plan.entry.Devices); err != nil {
+		return kubeletplugin.PrepareResult{Err: err}, true
 	}
+	plan.redo = existing != nil
 	if existing != nil {
 		// A Started (or adopted, or since reallocated) entry: whatever an earlier
-		// attempt wrote is removed before starting over, so that no stale CDI device
-		// survives next to the new ones.
-		logger.V(2).Info("Redoing interrupted preparation", "claim", klog.KObj(claim), "phase", existing.Phase, "adopted", existing.Adopted)
-		if err := d.specs.Remove(ctx, uid); err != nil {
-			return nil, nil, fmt.Errorf("remove CDI spec of an interrupted preparation: %w", err)
-		}
-		entry.Network = existing.Network
+		// attempt wrote is removed before the spec is written again (writeClaim), so
+		// that no stale CDI device survives next to the new ones.
+		klog.FromContext(ctx).V(2).Info("Redoing interrupted preparation", "claim", klog.KObj(plan.claim), "phase", existing.Phase, "adopted", existing.Adopted)
+		plan.entry.Network = slices.Clone(existing.Network)
 	}
-	entry.UpdatedAt = d.now()
-	return &claimPlan{claim: claim, entry: entry, devices: devices}, nil, nil
+	plan.entry.UpdatedAt = d.now()
+	cp.Claims[uid] = plan.entry.Clone()
+	return kubeletplugin.PrepareResult{}, false
 }
 
-// writeClaim writes the CDI spec and the status of one planned claim and marks its entry
-// Completed. On failure it rolls the claim back where it can, so that a failed claim
-// does not hold devices against others.
-func (d *Driver) writeClaim(ctx context.Context, cp *checkpoint.Checkpoint, plan *claimPlan) kubeletplugin.PrepareResult {
+// writeClaim writes the CDI spec and the status of one reserved claim and completes its
+// plan's entry (saved by the caller). On failure it marks the plan for rollback where it
+// can, so that a failed claim does not hold devices against others. It runs with the
+// claim's lock held and no other.
+func (d *Driver) writeClaim(ctx context.Context, plan *claimPlan) kubeletplugin.PrepareResult {
 	logger := klog.FromContext(ctx)
 	uid := plan.entry.UID
+	if plan.redo {
+		if err := d.specs.Remove(ctx, uid); err != nil {
+			// The Started entry stays: the retry or unprepare removes the leftovers.
+			return kubeletplugin.PrepareResult{Err: fmt.Errorf("remove CDI spec of an interrupted preparation: %w", err)}
+		}
+	}
 	ids, err := d.specs.Write(ctx, uid, plan.devices)
 	if err == nil && len(ids) != len(plan.devices) {
 		err = fmt.Errorf("CDI writer returned %d device ID lists for %d devices", len(ids), len(plan.devices))
@@ -134,7 +166,7 @@ func (d *Driver) writeClaim(ctx context.Context, cp *checkpoint.Checkpoint, plan
 			logger.Error(rerr, "Could not roll back a failed preparation", "claim", klog.KObj(plan.claim))
 			return kubeletplugin.PrepareResult{Err: err}
 		}
-		delete(cp.Claims, uid)
+		plan.rollback = true
 		return kubeletplugin.PrepareResult{Err: err}
 	}
 	d.stepDone(stepSpecWritten)
@@ -145,7 +177,7 @@ func (d *Driver) writeClaim(ctx context.Context, cp *checkpoint.Checkpoint, plan
 	d.stepDone(stepStatusQueued)
 	plan.entry.Phase = checkpoint.PhasePrepareCompleted
 	plan.entry.UpdatedAt = d.now()
-	return answerFor(plan.entry)
+	return answerFor(plan.entry.Clone())
 }
 
 // planDevices maps the claim's allocation results of this driver to published devices and
@@ -244,37 +276,56 @@ func sameAllocation(recorded, planned []checkpoint.Device) bool {
 }
 
 // unprepare removes each claim's CDI spec, by UID whether or not the checkpoint knows
-// the claim (it may have been lost), and then its entry, with one save for the call.
+// the claim (it may have been lost), and then its entry, with one checkpoint change for
+// the call; it holds the claims' locks throughout and drops their lock files at the end.
 func (d *Driver) unprepare(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
 	results := make(map[types.UID]error, len(claims))
-	err := d.transaction(ctx, func(ctx context.Context, cp *checkpoint.Checkpoint) (bool, error) {
-		changed := false
-		for _, claim := range claims {
-			uid := string(claim.UID)
-			// A later version undoes the claim's network attachment (entry.Network) here,
-			// before the spec goes.
-			if err := d.specs.Remove(ctx, uid); err != nil {
-				results[claim.UID] = fmt.Errorf("remove CDI spec: %w", err)
-				continue
-			}
-			d.stepDone(stepSpecRemoved)
-			results[claim.UID] = nil
+	uids := make([]string, 0, len(claims))
+	for _, claim := range claims {
+		uids = append(uids, string(claim.UID))
+	}
+	held, err := d.claims.lock(ctx, uids)
+	if err != nil {
+		return nil, fmt.Errorf("lock claims: %w", err)
+	}
+	gone := map[string]bool{}
+	defer func() { held.release(gone) }()
+
+	var removed []string
+	for _, claim := range claims {
+		uid := string(claim.UID)
+		// A later version undoes the claim's network attachment (entry.Network) here,
+		// before the spec goes.
+		if err := d.specs.Remove(ctx, uid); err != nil {
+			results[claim.UID] = fmt.Errorf("remove CDI spec: %w", err)
+			continue
+		}
+		d.stepDone(stepSpecRemoved)
+		results[claim.UID] = nil
+		removed = append(removed, uid)
+	}
+	if len(removed) == 0 {
+		return results, nil
+	}
+	changed := false
+	err = d.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
+		changed = false
+		for _, uid := range removed {
 			if _, ok := cp.Claims[uid]; ok {
 				delete(cp.Claims, uid)
 				changed = true
 			}
 		}
-		if !changed {
-			return false, nil
-		}
-		if err := d.save(cp); err != nil {
-			return false, err
-		}
-		d.stepDone(stepEntryRemoved)
-		return false, nil
+		return changed, nil
 	})
 	if err != nil {
 		return nil, err
+	}
+	for _, uid := range removed {
+		gone[uid] = true
+	}
+	if changed {
+		d.stepDone(stepEntryRemoved)
 	}
 	return results, nil
 }

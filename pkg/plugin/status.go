@@ -44,9 +44,9 @@ const statusQueueSize = 1024
 // the field manager of the driver's name, so that it neither races with nor overwrites
 // other writers of the claim's status.
 //
-// Writes happen in the background (Run): the helper serializes all prepare calls of the
-// node, and a slow API server must not hold up every pod's start for a field that is
-// for humans and tools. A crash may lose a queued update; the pod runs all the same.
+// Writes happen in the background (Run): a slow or rate-limited API server must not hold
+// up a pod's start for a field that is for humans and tools. A crash may lose a queued
+// update; the pod runs all the same.
 type statusWriter struct {
 	driverName      string
 	kube            kubernetes.Interface
