@@ -93,6 +93,8 @@ func (v *flagValues) flags() []cli.Flag {
 		&cli.BoolFlag{Name: "node-events", Usage: "record an Event on the Node when a port changes state, appears or disappears", Value: true, EnvVars: []string{"NODE_EVENTS"}, Destination: &c.NodeEvents},
 		&cli.StringFlag{Name: "namespace", Usage: "the plugin pod's namespace (downward API metadata.namespace); with --daemonset-name: clean the node up when the DaemonSet is uninstalled", EnvVars: []string{"POD_NAMESPACE"}, Destination: &c.Namespace},
 		&cli.StringFlag{Name: "daemonset-name", Usage: "the plugin's DaemonSet; with --namespace: clean the node up when it is uninstalled", EnvVars: []string{"DAEMONSET_NAME"}, Destination: &c.DaemonSetName},
+		&cli.Float64Flag{Name: "kube-api-qps", Usage: "client-side rate limit of the plugin's API requests per second (sustained); the kubelet's default", Value: plugin.DefaultKubeAPIQPS, EnvVars: []string{"KUBE_API_QPS"}, Destination: &c.KubeAPIQPS},
+		&cli.IntFlag{Name: "kube-api-burst", Usage: "client-side rate limit: API requests allowed at once above --kube-api-qps; the kubelet's default", Value: plugin.DefaultKubeAPIBurst, EnvVars: []string{"KUBE_API_BURST"}, Destination: &c.KubeAPIBurst},
 		&cli.StringFlag{Name: "boot-id-path", Usage: "the kernel's boot ID file, which invalidates the checkpoint after a reboot", Value: checkpoint.DefaultBootIDPath, EnvVars: []string{"BOOT_ID_PATH"}, Destination: &c.BootIDPath},
 	}
 }

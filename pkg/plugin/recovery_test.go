@@ -360,7 +360,8 @@ func TestInstallHook(t *testing.T) {
 
 func TestConfigValidate(t *testing.T) {
 	good := Config{NodeName: "n", DriverName: "rdma.dra.io", RescanInterval: time.Second, CleanupInterval: time.Minute, Model: ModelAuto, HealthcheckPort: -1,
-		HealthPollInterval: time.Second, TaintEffect: resourceapi.DeviceTaintEffectNoSchedule, MaxRepublishPerMinute: 20}
+		HealthPollInterval: time.Second, TaintEffect: resourceapi.DeviceTaintEffectNoSchedule, MaxRepublishPerMinute: 20,
+		KubeAPIQPS: DefaultKubeAPIQPS, KubeAPIBurst: DefaultKubeAPIBurst}
 	tests := []struct {
 		name   string
 		change func(*Config)
@@ -374,6 +375,9 @@ func TestConfigValidate(t *testing.T) {
 		{name: "NoExecute", change: func(c *Config) { c.TaintEffect = resourceapi.DeviceTaintEffectNoExecute }},
 		{name: "bad taint effect", change: func(c *Config) { c.TaintEffect = "PreferNoSchedule" }, want: `--taint-effect: unknown taint effect "PreferNoSchedule", want NoSchedule, NoExecute or None`},
 		{name: "no damping", change: func(c *Config) { c.MaxRepublishPerMinute = 0 }},
+		{name: "zero QPS", change: func(c *Config) { c.KubeAPIQPS = 0 }, want: "--kube-api-qps must be positive, got 0"},
+		{name: "fractional QPS", change: func(c *Config) { c.KubeAPIQPS = 0.5 }},
+		{name: "zero burst", change: func(c *Config) { c.KubeAPIBurst = 0 }, want: "--kube-api-burst must be at least 1, got 0"},
 		{name: "damping of one", change: func(c *Config) { c.MaxRepublishPerMinute = 1 }, want: "--max-republish-per-minute: max republishes per minute must be 0 (no damping) or at least 2, got 1"},
 	}
 	for _, tc := range tests {

@@ -80,7 +80,25 @@ type Config struct {
 	// Namespace and DaemonSetName name the plugin's DaemonSet; when both are set, the
 	// plugin cleans the node up at shutdown if the DaemonSet is going away (uninstall.go).
 	Namespace, DaemonSetName string
+	// KubeAPIQPS and KubeAPIBurst are the client-side rate limit of the plugin's API
+	// client (see DefaultKubeAPIQPS).
+	KubeAPIQPS   float64
+	KubeAPIBurst int
 }
+
+// DefaultKubeAPIQPS and DefaultKubeAPIBurst are the plugin's client-side rate limit, the
+// same as the kubelet's defaults (kubeAPIQPS 50, kubeAPIBurst 100). Every prepare costs
+// two requests (the helper's GET of the claim and the status apply), so the burst covers
+// a node that starts about 50 pods with a claim each at once, and 50 per second sustained
+// is far above what a node's pod churn needs, while the limit still bounds what one node
+// can do to the API server if something loops. On 1000 nodes the plugin adds at most what
+// the kubelets themselves may already send for those pods (which GET the same claims);
+// the API server's priority and fairness is what protects it across nodes. client-go's
+// own default (5, burst 10) made prepare wait for the limiter at a few claims per second.
+const (
+	DefaultKubeAPIQPS   = 50
+	DefaultKubeAPIBurst = 100
+)
 
 // DataDir is the plugin data directory: the DRA socket, the checkpoint and its lock.
 func (c Config) DataDir() string { return filepath.Join(c.PluginsDir, c.DriverName) }
@@ -101,6 +119,7 @@ func (c Config) KeysAndValues() []any {
 		"kubeconfig", c.Kubeconfig, "netlink", c.Netlink, "bootIDPath", c.BootIDPath,
 		"prepareHoldFile", c.PrepareHoldFile,
 		"namespace", c.Namespace, "daemonSetName", c.DaemonSetName,
+		"kubeAPIQPS", c.KubeAPIQPS, "kubeAPIBurst", c.KubeAPIBurst,
 	}
 }
 
@@ -134,6 +153,12 @@ func (c Config) Validate() error {
 	if err := health.ValidateMaxPerMinute(c.MaxRepublishPerMinute); err != nil {
 		errs = append(errs, fmt.Errorf("--max-republish-per-minute: %w", err))
 	}
+	if c.KubeAPIQPS <= 0 {
+		errs = append(errs, fmt.Errorf("--kube-api-qps must be positive, got %g", c.KubeAPIQPS))
+	}
+	if c.KubeAPIBurst < 1 {
+		errs = append(errs, fmt.Errorf("--kube-api-burst must be at least 1, got %d", c.KubeAPIBurst))
+	}
 	return errors.Join(errs...)
 }
 
@@ -147,7 +172,7 @@ func Run(ctx context.Context, cfg Config) error {
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 
-	kube, err := newKubeClient(cfg.Kubeconfig)
+	kube, err := newKubeClient(cfg.Kubeconfig, cfg.KubeAPIQPS, cfg.KubeAPIBurst)
 	if err != nil {
 		return err
 	}
@@ -210,6 +235,11 @@ func Run(ctx context.Context, cfg Config) error {
 		kubeletplugin.PluginDataDirectoryPath(cfg.DataDir()),
 		// Device health goes to the kubelet (pod status allocatedResourcesStatus).
 		kubeletplugin.HealthService(true),
+		// The driver locks per claim and reserves devices in the checkpoint's group
+		// commit (claimlock.go), also across the instances of a rolling update, so calls
+		// for different claims run at the same time instead of queueing behind each
+		// other's file writes and API calls.
+		kubeletplugin.Serialize(false),
 	}
 	if cfg.PodUID != "" {
 		opts = append(opts, kubeletplugin.RollingUpdate(types.UID(cfg.PodUID)))
@@ -313,7 +343,8 @@ func installHook(ctx context.Context, cfg Config) (string, error) {
 	return path, nil
 }
 
-func newKubeClient(kubeconfig string) (kubernetes.Interface, error) {
+// newKubeClient returns the plugin's API client with the given client-side rate limit.
+func newKubeClient(kubeconfig string, qps float64, burst int) (kubernetes.Interface, error) {
 	var rc *rest.Config
 	var err error
 	if kubeconfig != "" {
@@ -325,6 +356,7 @@ func newKubeClient(kubeconfig string) (kubernetes.Interface, error) {
 		return nil, fmt.Errorf("load Kubernetes client configuration: %w", err)
 	}
 	rc.UserAgent = "rdma-dra-kubeletplugin/" + version.Version
+	rc.QPS, rc.Burst = float32(qps), burst
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("create Kubernetes client: %w", err)
