@@ -230,11 +230,11 @@ func flockWait(ctx context.Context, f *os.File, wait bool) error {
 	}
 }
 
-// sweep removes the lock files of claims nobody holds right now. Unprepare removes its
-// claims' files; this catches those of claims that were never unprepared on this node
-// (a reboot voided them, a prepare failed and the pod went elsewhere). A file of an idle
-// prepared claim may go too, which costs nothing: the next lock creates it again, and
-// removing is safe under the lock (see lockFile).
+// sweep removes the lock files of claims nobody holds right now; the cleanup loop calls
+// it, so that the files of unprepared claims (which unprepare leaves, see
+// Driver.unprepare) do not pile up. A file of an idle prepared claim may go too, which
+// costs nothing: the next lock creates it again, and removing is safe under the lock
+// (see lockFile).
 func (l *claimLocks) sweep(ctx context.Context) int {
 	entries, err := os.ReadDir(l.dir)
 	if err != nil {

