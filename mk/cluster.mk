@@ -7,7 +7,7 @@ CLUSTER_TOOL := _output/cluster-cache/tools/localcluster
 export FIXTURE MOCK_PROFILE FEATURE_GATES RUNTIME_CONFIG CONTAINERD_VERSION SKIP_SMOKE DRIVER_VALUES IMAGE_SOURCE
 # The driver image: localhost/rdma-dra-driver:$(IMAGE_TAG), written to $(IMAGE_DIR).
 # IMAGE_SOURCE=HEAD builds the committed tree instead of the working tree.
-IMAGE_TAG ?= $(VERSION)
+IMAGE_TAG ?= $(if $(IMAGE_SOURCE),$(shell git rev-parse --short $(IMAGE_SOURCE) 2>/dev/null),$(VERSION))
 IMAGE_DIR ?= _output/images
 IMAGE_REPOSITORY ?= localhost/rdma-dra-driver
 IMAGE_ARCHIVE := $(IMAGE_DIR)/$(notdir $(IMAGE_REPOSITORY))-$(IMAGE_TAG).oci.tar

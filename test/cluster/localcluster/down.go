@@ -81,6 +81,13 @@ func (c *Cluster) Down(ctx context.Context) error {
 		}
 	}
 	_ = os.Remove(l.SmokeCDISpec())
+	// The driver's transient CDI specs: claims that were still prepared when the cluster went
+	// away (the plugin keeps them on uninstall for a reinstall; this cluster's state is gone).
+	if specs, err := filepath.Glob(DriverCDISpecGlob); err == nil {
+		for _, f := range specs {
+			_ = os.Remove(f)
+		}
+	}
 	// The kubelet keeps device plugins at a fixed path outside its root dir: remove what it
 	// and the smoke test put there, and the directories if that leaves them empty.
 	for _, p := range []string{"kubelet.sock", "kubelet_internal_checkpoint", "localcluster-smoke.sock"} {

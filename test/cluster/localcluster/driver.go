@@ -23,6 +23,8 @@ const (
 	// HookInstallDir is where the plugin installs its CDI hook on this cluster: under
 	// StateRoot, so that cluster-down removes whatever an uninstall left.
 	HookInstallDir = StateRoot + "/rdma-dra/bin"
+	// DriverCDISpecGlob matches the driver's per-claim CDI specs on the host.
+	DriverCDISpecGlob = "/var/run/cdi/k8s.rdma.dra.io-hca_*.json"
 )
 
 // DriverOptions say how to install the driver's chart.
