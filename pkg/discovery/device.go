@@ -146,13 +146,18 @@ func (e *pathError) Error() string { return "unexpected path " + e.path + ", wan
 // pfModel returns the model of the PF at the canonical path pf, reading its device ID
 // once per scan: a PF may have hundreds of VFs.
 func (s *scan) pfModel(pf, vendor string) string {
-	if m, ok := s.pfModels[pf]; ok {
+	s.mu.Lock()
+	m, ok := s.pfModels[pf]
+	s.mu.Unlock()
+	if ok {
 		return m
 	}
-	m := ""
+	// Two workers may read the same PF at once; both compute the same name.
 	if dev, ok := read(s, pf+"/device", sysfs.ParsePCIID); ok {
 		m = modelName(vendor, dev, "")
 	}
+	s.mu.Lock()
 	s.pfModels[pf] = m
+	s.mu.Unlock()
 	return m
 }

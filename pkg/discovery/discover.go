@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -67,16 +68,52 @@ func (d *Discoverer) Discover(ctx context.Context) (*Inventory, error) {
 		return nil, fmt.Errorf("list RDMA devices: %w", err)
 	}
 	chars := s.charDevs()
-	for _, ibdev := range ibdevs {
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("discover RDMA ports: %w", err)
-		}
-		inv.Ports = append(inv.Ports, s.device(ibdev, chars)...)
+	perDevice, err := s.devices(ctx, ibdevs, chars)
+	if err != nil {
+		return nil, err
+	}
+	for _, ports := range perDevice {
+		inv.Ports = append(inv.Ports, ports...)
 	}
 	slices.SortFunc(inv.Ports, func(a, b Port) int {
 		return cmp.Or(cmp.Compare(a.IBDev, b.IBDev), cmp.Compare(a.Port, b.Port))
 	})
 	return inv, nil
+}
+
+// maxScanWorkers bounds the devices scanned at once. A scan is almost all system calls
+// (open, read, close, lstat: some hundred per port, each independent of other devices),
+// so spreading devices over the CPUs shortens a scan of a large node nearly in proportion;
+// the bound keeps a many-core node from running a burst of threads for it.
+const maxScanWorkers = 8
+
+// devices scans each RDMA device on up to maxScanWorkers goroutines and returns the ports
+// of ibdevs[i] at index i, so the result does not depend on scheduling.
+func (s *scan) devices(ctx context.Context, ibdevs []string, chars *charIndex) ([][]Port, error) {
+	out := make([][]Port, len(ibdevs))
+	workers := min(maxScanWorkers, runtime.GOMAXPROCS(0), len(ibdevs))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := range next {
+				out[i] = s.device(ibdevs[i], chars)
+			}
+		})
+	}
+	var err error
+feed:
+	for i := range ibdevs {
+		select {
+		case <-ctx.Done():
+			err = fmt.Errorf("discover RDMA ports: %w", ctx.Err())
+			break feed
+		case next <- i:
+		}
+	}
+	close(next)
+	wg.Wait()
+	return out, err
 }
 
 // open returns a fresh view of the tree: an FS caches resolved paths, so each scan needs
@@ -109,6 +146,8 @@ type scan struct {
 	d      *Discoverer
 	fs     *sysfs.FS
 	logger logr.Logger
+	// mu guards pfModels: devices are scanned concurrently (see devices).
+	mu sync.Mutex
 	// pfModels caches the model of each PF by canonical path.
 	pfModels map[string]string
 }
