@@ -11,7 +11,7 @@ FUZZTIME ?= 10s
 
 .PHONY: help
 help: ## list the targets
-	@grep -E '^[a-z][a-zA-Z0-9_-]*:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z][a-zA-Z0-9_-]*:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 .PHONY: build
 build: ## build the binaries into _output/bin
@@ -21,16 +21,19 @@ build: ## build the binaries into _output/bin
 	done
 
 .PHONY: test
-test: ## unit tests of the driver and the API-validation tests of the test/ module
+test: ## unit tests of the driver; in test/: the API server's validation of our slices, unit tests of the cluster and bench tools
 	$(GO) test -count=1 ./...
-	cd test && $(GO) test -count=1 ./validation/...
+	cd test && $(GO) test -count=1 ./validation/... ./cluster/... ./bench/...
 
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME each (default 10s)
 	hack/fuzz.sh $(FUZZTIME)
 
 .PHONY: bench
-bench: ## micro-benchmarks of discovery, the device model and prepare
+bench: bench-report ## the performance report: docs/benchmarks.md and _output/bench/results.json (BENCH_SMOKE=1: a quick check of the harness)
+
+.PHONY: bench-micro
+bench-micro: ## Go micro-benchmarks of discovery, the device model, CDI specs and prepare
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/...
 
 .PHONY: lint
