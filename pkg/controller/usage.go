@@ -75,11 +75,11 @@ func NewInventory(driverName string, slices []*resourceapi.ResourceSlice, claims
 			d := &s.Spec.Devices[i]
 			pd := publishedDevice{
 				key:  deviceKey{pool: s.Spec.Pool.Name, device: d.Name},
-				port: devicePort(s.Spec.Pool.Name, d),
+				port: devicePort(driverName, s.Spec.Pool.Name, d),
 				node: node,
 				cel:  celDevice(driverName, d),
 			}
-			if mode := d.Attributes[attrQualified(attrMode)].StringValue; mode != nil && *mode == string(devicemodel.ModeShared) {
+			if mode, _ := devicemodel.LookupAttribute(driverName, d, attrQualified(attrMode)); mode.StringValue != nil && *mode.StringValue == string(devicemodel.ModeShared) {
 				pd.shared = true
 				pd.shares = 1
 				if c, ok := d.Capacity[devicemodel.SharesCapacity]; ok {
@@ -121,9 +121,10 @@ func NewInventory(driverName string, slices []*resourceapi.ResourceSlice, claims
 
 // devicePort returns the port a device hands out, from its ibdev and port attributes;
 // a device without them is a port of its own.
-func devicePort(pool string, d *resourceapi.Device) portKey {
-	ibdev := d.Attributes[attrQualified(attrIBDev)].StringValue
-	port := d.Attributes[attrQualified(attrPort)].IntValue
+func devicePort(driverName, pool string, d *resourceapi.Device) portKey {
+	ibdevAttr, _ := devicemodel.LookupAttribute(driverName, d, attrQualified(attrIBDev))
+	portAttr, _ := devicemodel.LookupAttribute(driverName, d, attrQualified(attrPort))
+	ibdev, port := ibdevAttr.StringValue, portAttr.IntValue
 	if ibdev == nil || port == nil {
 		return portKey{pool: pool, ibdev: d.Name}
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -58,6 +59,39 @@ const AttributeDomain = DefaultDriverName
 // SharesCapacity is the capacity of a shared device: how many shares of the port are
 // left. It is always fully qualified, because the allocator compares names literally.
 const SharesCapacity resourceapi.QualifiedName = AttributeDomain + "/shares"
+
+// onWire returns attrs as the driver publishes them. The API puts an attribute name
+// without a domain into the domain of the device's driver, and the scheduler and the CEL
+// library look names up that way; so when the driver runs under its own name (the domain
+// of every attribute), the domain is left off, which makes a node's slices a fifth
+// smaller. Under another driver name the names stay fully qualified, so that CEL written
+// against rdma.dra.io keeps working. Standard attributes keep their domain.
+func onWire(attrs map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, driver string) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
+	if driver != AttributeDomain {
+		return attrs
+	}
+	out := make(map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, len(attrs))
+	for name, v := range attrs {
+		out[resourceapi.QualifiedName(strings.TrimPrefix(string(name), AttributeDomain+"/"))] = v
+	}
+	return out
+}
+
+// LookupAttribute returns the attribute name (fully qualified, as in Attributes) of a
+// device that driver published, however the device spells the name: fully qualified or,
+// for the driver's own domain, without it. Code that reads published devices uses this
+// instead of indexing Attributes, as the scheduler does.
+func LookupAttribute(driver string, d *resourceapi.Device, name resourceapi.QualifiedName) (resourceapi.DeviceAttribute, bool) {
+	if v, ok := d.Attributes[name]; ok {
+		return v, true
+	}
+	domain, id, ok := strings.Cut(string(name), "/")
+	if !ok || domain != driver {
+		return resourceapi.DeviceAttribute{}, false
+	}
+	v, ok := d.Attributes[resourceapi.QualifiedName(id)]
+	return v, ok
+}
 
 func qualify(id string) resourceapi.QualifiedName {
 	return resourceapi.QualifiedName(AttributeDomain + "/" + id)

@@ -114,7 +114,7 @@ func checkInvariants(t *testing.T, res *Result) {
 			if !ok {
 				t.Errorf("published device %q is not in Result.Devices", d.Name)
 			}
-			if got := *d.Attributes[qualify("mode")].StringValue; got != string(meta.Mode) {
+			if got := *attrOf(d, qualify("mode")).StringValue; got != string(meta.Mode) {
 				t.Errorf("device %q: mode attribute %q, Result.Devices says %q", d.Name, got, meta.Mode)
 			}
 			for _, c := range d.ConsumesCounters {
@@ -188,4 +188,15 @@ func layout(res *Result) []string {
 // testLogger logs through t.
 func testLogger(t *testing.T) klog.Logger {
 	return ktesting.NewLogger(t, ktesting.NewConfig())
+}
+
+// lookupAttr finds a published attribute by its fully qualified name, as consumers do.
+func lookupAttr(d resourceapi.Device, name resourceapi.QualifiedName) (resourceapi.DeviceAttribute, bool) {
+	return LookupAttribute(DefaultDriverName, &d, name)
+}
+
+// attrOf is lookupAttr for attributes the test expects to be there.
+func attrOf(d resourceapi.Device, name resourceapi.QualifiedName) resourceapi.DeviceAttribute {
+	v, _ := lookupAttr(d, name)
+	return v
 }

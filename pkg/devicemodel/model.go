@@ -269,7 +269,7 @@ func buildPort(p *discovery.Port, netns discovery.NetnsMode, opts Options, usedN
 	for _, m := range []Mode{ModeExclusive, ModeShared} {
 		in.mode = m
 		attrs, omitted := portAttributes(in)
-		attrsByMode[m] = attrs
+		attrsByMode[m] = onWire(attrs, opts.DriverName)
 		if m == ModeExclusive { // the same facts for both modes: report once
 			for _, name := range sortedKeys(omitted) {
 				issues = append(issues, Issue{IBDev: p.IBDev, Port: p.Port, Attribute: name, Reason: omitted[name]})

@@ -20,17 +20,19 @@ func TestBuildInfiniBandPort(t *testing.T) {
 	}
 	checkInvariants(t, res)
 
+	// The driver's own attributes go on the wire without their domain (see onWire).
+	short := func(id string) resourceapi.QualifiedName { return resourceapi.QualifiedName(id) }
 	attrs := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
-		qualify("ibdev"): stringAttr("mlx5_0"), qualify("port"): intAttr(1),
-		qualify("mode"): stringAttr("exclusive"), qualify("link_layer"): stringAttr("InfiniBand"),
-		qualify("port_state"): stringAttr("ACTIVE"), qualify("phys_state"): stringAttr("LinkUp"),
-		qualify("speed_gbps"): intAttr(400), qualify("netdev"): stringAttr("ibp3s0"), qualify("mtu"): intAttr(4096),
-		qualify("numa_node"): intAttr(0), qualify("node_guid"): stringAttr("7c8c:0903:00c3:cfee"),
-		qualify("fw_ver"): stringAttr("28.44.2524"), qualify("board_id"): stringAttr("MT_0000000838"),
-		qualify("hca_type"): stringAttr("MT4129"), qualify("model"): stringAttr("ConnectX-7"),
-		qualify("vendor_id"): stringAttr("15b3"), qualify("device_id"): stringAttr("1021"),
-		qualify("driver"): stringAttr("mlx5_core"), qualify("sriov_vf"): boolAttr(false), qualify("lag"): boolAttr(false),
-		qualify("rdma_netns"):             stringAttr("shared"),
+		short("ibdev"): stringAttr("mlx5_0"), short("port"): intAttr(1),
+		short("mode"): stringAttr("exclusive"), short("link_layer"): stringAttr("InfiniBand"),
+		short("port_state"): stringAttr("ACTIVE"), short("phys_state"): stringAttr("LinkUp"),
+		short("speed_gbps"): intAttr(400), short("netdev"): stringAttr("ibp3s0"), short("mtu"): intAttr(4096),
+		short("numa_node"): intAttr(0), short("node_guid"): stringAttr("7c8c:0903:00c3:cfee"),
+		short("fw_ver"): stringAttr("28.44.2524"), short("board_id"): stringAttr("MT_0000000838"),
+		short("hca_type"): stringAttr("MT4129"), short("model"): stringAttr("ConnectX-7"),
+		short("vendor_id"): stringAttr("15b3"), short("device_id"): stringAttr("1021"),
+		short("driver"): stringAttr("mlx5_core"), short("sriov_vf"): boolAttr(false), short("lag"): boolAttr(false),
+		short("rdma_netns"):               stringAttr("shared"),
 		"resource.kubernetes.io/pcieRoot": stringAttr("pci0000:00"),
 		"resource.kubernetes.io/pciBusID": stringAttr("0000:03:00.0"),
 		"resource.kubernetes.io/numaNode": intAttr(0),
@@ -39,7 +41,7 @@ func TestBuildInfiniBandPort(t *testing.T) {
 	for k, v := range attrs {
 		sharedAttrs[k] = v
 	}
-	sharedAttrs[qualify("mode")] = stringAttr("shared")
+	sharedAttrs[short("mode")] = stringAttr("shared")
 	consumes := []resourceapi.DeviceCounterConsumption{{
 		CounterSet: "mlx5-0-p1",
 		Counters:   map[string]resourceapi.Counter{"hca": {Value: apiresource.MustParse("1")}},
@@ -102,10 +104,10 @@ func TestBuildCases(t *testing.T) {
 			check: func(t *testing.T, res *Result) {
 				for _, n := range []string{"mlx5-bond-0-p1", "mlx5-bond-0-p1-shared"} {
 					d := device(t, res, n)
-					if got := d.Attributes[qualify("gid_index")].IntValue; got == nil || *got != 3 {
+					if got := attrOf(d, qualify("gid_index")).IntValue; got == nil || *got != 3 {
 						t.Errorf("%s gid_index = %v, want 3", n, got)
 					}
-					if got := d.Attributes[qualify("lag")].BoolValue; got == nil || !*got {
+					if got := attrOf(d, qualify("lag")).BoolValue; got == nil || !*got {
 						t.Errorf("%s lag = %v, want true", n, got)
 					}
 				}
@@ -123,7 +125,7 @@ func TestBuildCases(t *testing.T) {
 			layout: []string{"c2", "d4"},
 			check: func(t *testing.T, res *Result) {
 				for _, n := range deviceNames(res) {
-					if _, ok := device(t, res, n).Attributes[qualify("gid_index")]; ok {
+					if _, ok := lookupAttr(device(t, res, n), qualify("gid_index")); ok {
 						t.Errorf("%s has gid_index", n)
 					}
 				}
@@ -155,7 +157,7 @@ func TestBuildCases(t *testing.T) {
 						t.Errorf("%s taints (-want +got):\n%s", n, diff)
 					}
 				}
-				if _, ok := device(t, res, "mlx5-0-p2").Attributes[qualify("port_state")]; ok {
+				if _, ok := lookupAttr(device(t, res, "mlx5-0-p2"), qualify("port_state")); ok {
 					t.Error("unknown port state published")
 				}
 			},
@@ -170,7 +172,8 @@ func TestBuildCases(t *testing.T) {
 			layout:  []string{"c1", "d2"},
 			check: func(t *testing.T, res *Result) {
 				got := sortedKeys(device(t, res, "rxe0-p1").Attributes)
-				want := []resourceapi.QualifiedName{qualify("ibdev"), qualify("lag"), qualify("mode"), qualify("port"), qualify("port_state"), qualify("sriov_vf")}
+				// On the wire, under the default driver name, without the domain.
+				want := []resourceapi.QualifiedName{"ibdev", "lag", "mode", "port", "port_state", "sriov_vf"}
 				if diff := cmp.Diff(want, got); diff != "" {
 					t.Errorf("attributes (-want +got):\n%s", diff)
 				}
@@ -187,7 +190,7 @@ func TestBuildCases(t *testing.T) {
 			check: func(t *testing.T, res *Result) {
 				for _, n := range deviceNames(res) {
 					for _, a := range []resourceapi.QualifiedName{qualify("numa_node"), "resource.kubernetes.io/numaNode"} {
-						if _, ok := device(t, res, n).Attributes[a]; ok {
+						if _, ok := lookupAttr(device(t, res, n), a); ok {
 							t.Errorf("%s has %s", n, a)
 						}
 					}
@@ -205,11 +208,11 @@ func TestBuildCases(t *testing.T) {
 			check: func(t *testing.T, res *Result) {
 				d := device(t, res, "mlx5-0-p1")
 				for _, a := range []resourceapi.QualifiedName{qualify("fw_ver"), qualify("hca_type"), "resource.kubernetes.io/pciBusID"} {
-					if _, ok := d.Attributes[a]; ok {
+					if _, ok := lookupAttr(d, a); ok {
 						t.Errorf("%s published", a)
 					}
 				}
-				if got := d.Attributes[qualify("board_id")].StringValue; got == nil || len(*got) != 64 {
+				if got := attrOf(d, qualify("board_id")).StringValue; got == nil || len(*got) != 64 {
 					t.Errorf("64-byte board_id not published: %v", got)
 				}
 				var omitted []string
@@ -246,7 +249,7 @@ func TestBuildCases(t *testing.T) {
 				if diff := cmp.Diff(want, skipped); diff != "" {
 					t.Errorf("skipped ports (-want +got):\n%s", diff)
 				}
-				if got := *device(t, res, "mlx5-0-p1").Attributes[qualify("ibdev")].StringValue; got != "mlx5-0" {
+				if got := *attrOf(device(t, res, "mlx5-0-p1"), qualify("ibdev")).StringValue; got != "mlx5-0" {
 					t.Errorf("mlx5-0-p1 belongs to %q, want the port that sorts first", got)
 				}
 			},

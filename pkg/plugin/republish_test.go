@@ -248,7 +248,8 @@ func TestRepublishTransitions(t *testing.T) {
 					if diff := cmp.Diff(want, d.Taints); diff != "" {
 						t.Errorf("%s: taints (-want +got):\n%s", s.name, diff)
 					}
-					if got := d.Attributes[devicemodel.AttributeDomain+"/phys_state"].StringValue; got == nil || *got != s.phys {
+					if a, _ := devicemodel.LookupAttribute(devicemodel.DefaultDriverName, &d, devicemodel.AttributeDomain+"/phys_state"); a.StringValue == nil || *a.StringValue != s.phys {
+						got := a.StringValue
 						t.Errorf("%s: phys_state %v, want %s", s.name, got, s.phys)
 					}
 				}

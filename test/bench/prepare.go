@@ -33,7 +33,7 @@ func sharedDevices(ctx context.Context, kube kubernetes.Interface, node string) 
 	var out []string
 	for _, s := range slices {
 		for _, d := range s.Spec.Devices {
-			if m := d.Attributes[devicemodel.AttributeDomain+"/mode"].StringValue; m != nil && *m == string(devicemodel.ModeShared) {
+			if m, _ := devicemodel.LookupAttribute(s.Spec.Driver, &d, devicemodel.AttributeDomain+"/mode"); m.StringValue != nil && *m.StringValue == string(devicemodel.ModeShared) {
 				out = append(out, d.Name)
 			}
 		}

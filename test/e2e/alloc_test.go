@@ -5,8 +5,10 @@ import (
 	"testing"
 	"time"
 
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
 	"github.com/rdma-dra/rdma-dra-driver/test/e2e/framework"
 )
 
@@ -141,9 +143,9 @@ func TestLegacyExtendedResource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ibdev := *dev.Attributes["rdma.dra.io/ibdev"].StringValue
+	ibdev := *sliceAttr(dev, "ibdev").StringValue
 	gid := ""
-	if g, ok := dev.Attributes["rdma.dra.io/gid_index"]; ok {
+	if g, ok := devicemodel.LookupAttribute(devicemodel.DefaultDriverName, &dev, devicemodel.AttributeDomain+"/gid_index"); ok {
 		gid = fmt.Sprint(*g.IntValue)
 	}
 	assertSees(t, "legacy", r, want{ibdevs: []string{ibdev}, gidIndex: gid})
@@ -167,8 +169,8 @@ func TestNUMAAlignment(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ibdevs = append(ibdevs, *dev.Attributes["rdma.dra.io/ibdev"].StringValue)
-		numa[*dev.Attributes["rdma.dra.io/numa_node"].IntValue] = true
+		ibdevs = append(ibdevs, *sliceAttr(dev, "ibdev").StringValue)
+		numa[*sliceAttr(dev, "numa_node").IntValue] = true
 	}
 	if len(ibdevs) != 2 || len(numa) != 1 {
 		t.Fatalf("allocated %v on NUMA nodes %v; want two ports on one node", ibdevs, numa)
@@ -185,4 +187,11 @@ func TestPCIeRootAlignment(t *testing.T) {
 	env.CreatePod(t, framework.ReportPod(ns, "pair", "pair"))
 	assertSees(t, "pair", env.WaitReport(t, ns, "pair"), want{ibdevs: []string{"mlx5_8", "mlx5_9"}, gidIndex: "3"})
 	assertAllocated(t, ns, "pair", "ports=mlx5-8-p1", "ports=mlx5-9-p1")
+}
+
+// sliceAttr returns an attribute of a published device by its name in the rdma.dra.io
+// domain, however the slice spells it.
+func sliceAttr(dev resourceapi.Device, id string) resourceapi.DeviceAttribute {
+	v, _ := devicemodel.LookupAttribute(devicemodel.DefaultDriverName, &dev, resourceapi.QualifiedName(devicemodel.AttributeDomain+"/"+id))
+	return v
 }
