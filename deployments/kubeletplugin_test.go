@@ -14,7 +14,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/rdma-dra/rdma-dra-driver/pkg/health"
 )
 
 // pluginEnv are the environment variables the chart sets on the kubelet plugin. When
@@ -24,6 +27,7 @@ var pluginEnv = []string{
 	"NODE_NAME", "POD_UID", "DRIVER_NAME", "DEVICE_MODEL", "SYSFS_ROOT", "DEV_ROOT", "CDI_ROOT",
 	"KUBELET_REGISTRAR_DIRECTORY_PATH", "KUBELET_PLUGINS_DIRECTORY_PATH", "HOOK_INSTALL_DIR",
 	"HEALTHCHECK_PORT", "METRICS_ADDRESS", "LOG_VERBOSITY", "LOG_FORMAT", "POD_NAMESPACE", "DAEMONSET_NAME",
+	"HEALTH_POLL_INTERVAL", "TAINT_EFFECT", "MAX_REPUBLISH_PER_MINUTE", "NODE_EVENTS",
 }
 
 func pluginContainer(t *testing.T, ds *appsv1.DaemonSet) corev1.Container {
@@ -187,7 +191,10 @@ func TestKubeletPluginEnv(t *testing.T) {
 			if want := sets.New(pluginEnv...); !got.Equal(want) {
 				t.Errorf("env: missing %v, unexpected %v", sets.List(want.Difference(got)), sets.List(got.Difference(want)))
 			}
-			wantValues := map[string]string{"DRIVER_NAME": "rdma.dra.io", "CDI_ROOT": "/var/run/cdi", "DEVICE_MODEL": "auto"}
+			wantValues := map[string]string{"DRIVER_NAME": "rdma.dra.io", "CDI_ROOT": "/var/run/cdi", "DEVICE_MODEL": "auto",
+				// The chart's health values default to the plugin's own defaults.
+				"HEALTH_POLL_INTERVAL": health.DefaultPollInterval.String(), "TAINT_EFFECT": string(resourceapi.DeviceTaintEffectNoSchedule),
+				"MAX_REPUBLISH_PER_MINUTE": strconv.Itoa(health.DefaultMaxRepublishPerMinute), "NODE_EVENTS": "true"}
 			if strings.Contains(file, "mock") {
 				wantValues["SYSFS_ROOT"] = "/var/lib/rdma-dra/mock/sys"
 				wantValues["DEV_ROOT"] = "/var/lib/rdma-dra/mock/dev"
@@ -273,6 +280,9 @@ func TestRBACLeastPrivilege(t *testing.T) {
 		"/nodes":                         sets.New("get"),
 		"resource.k8s.io/resourceslices": sets.New("get", "list", "watch", "create", "update", "delete"),
 		"resource.k8s.io/resourceclaims": sets.New("get", "list"),
+		// Node events of port changes (pkg/health), recorded by client-go's broadcaster:
+		// create, and patch for repeats it aggregates.
+		"/events": sets.New("create", "patch"),
 		// status.devices is written with server-side apply (a patch); the synthetic
 		// resourceclaims/driver check must be limited to this driver's name and to
 		// claims on the plugin's own node (associated-node, never arbitrary-node).
