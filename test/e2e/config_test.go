@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +18,26 @@ import (
 
 // badConfig is an RdmaConfig the driver refuses: charDevices has no value "all".
 const badConfig = `{"apiVersion":"rdma.dra.io/v1alpha1","kind":"RdmaConfig","charDevices":"all"}`
+
+// badClaimYAML is a ResourceClaim with badConfig as a user writes it.
+const badClaimYAML = `apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata:
+  name: bad
+spec:
+  devices:
+    requests:
+    - name: hca
+      exactly:
+        deviceClassName: rdma-shared
+    config:
+    - opaque:
+        driver: rdma.dra.io
+        parameters:
+          apiVersion: rdma.dra.io/v1alpha1
+          kind: RdmaConfig
+          charDevices: all
+`
 
 // badConfigMessage is the field path and reason both the webhook and the plugin report.
 const badConfigMessage = `charDevices: Unsupported value: "all"`
@@ -57,6 +79,17 @@ func TestBadClaimConfig(t *testing.T) {
 			t.Fatalf("create: %v; want a refusal naming %q", err, badConfigMessage)
 		}
 		t.Logf("refused: %v", err)
+
+		// The same config in a ResourceClaim, as a user applies it: refused with the
+		// whole field path.
+		claim := filepath.Join(t.TempDir(), "claim.yaml")
+		if err := os.WriteFile(claim, []byte(badClaimYAML), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := env.Kubectl(ctx, "apply", "--dry-run=server", "-n", ns, "-f", claim)
+		if want := "spec.devices.config[0].opaque.parameters." + badConfigMessage; err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("kubectl apply: %v %s; want a refusal naming %q", err, out, want)
+		}
 	})
 
 	t.Run("plugin refuses it at prepare", func(t *testing.T) {

@@ -148,6 +148,9 @@ func TestPortFlipLatency(t *testing.T) {
 		}
 	})
 	env.RestorePortOnCleanup(t, port, 1, devices...)
+	if err := env.WaitHealthWatching(ctx); err != nil {
+		t.Fatal(err)
+	}
 
 	var latencies []time.Duration
 	for i := range flips {

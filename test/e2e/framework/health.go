@@ -172,3 +172,24 @@ func (e *Env) NodeEvents(ctx context.Context, reason string) ([]string, error) {
 	}
 	return out, nil
 }
+
+// WaitHealthWatching waits until the running plugin pod logs that it watches port health.
+// The plugin starts polling only once the kubelet has registered it, about a second
+// after its pod is Ready; a change before that is published by the first poll, which
+// would make a latency measurement right after a rollout include the start.
+func (e *Env) WaitHealthWatching(ctx context.Context) error {
+	return Poll(ctx, time.Minute, 200*time.Millisecond, func(ctx context.Context) error {
+		pod, err := e.PluginPod(ctx)
+		if err != nil {
+			return err
+		}
+		logs, err := e.Client.CoreV1().Pods(Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(logs), "Watching RDMA port health") {
+			return fmt.Errorf("plugin pod %s does not watch port health yet", pod.Name)
+		}
+		return nil
+	})
+}
