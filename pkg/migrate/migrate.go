@@ -143,12 +143,19 @@ func hexIDs(in []string, res *Result, where, field string) []string {
 
 // check validates the pools as the controller would; a problem here is a bug of the
 // conversion or an input value that passed through unchanged, and is noted.
+//
+// A pool the API would refuse is left out of the output, so that piping the output into
+// kubectl apply never applies half of it; the note names the pool and what is wrong.
 func (r *Result) check() {
+	kept := r.Pools[:0]
 	for i := range r.Pools {
 		if errs := r.Pools[i].Validate(); len(errs) > 0 {
-			r.note("pool %s: %v; fix it before applying", r.Pools[i].Name, errs.ToAggregate())
+			r.note("pool %s: %v; left out of the output: fix the entry in the input and convert again", r.Pools[i].Name, errs.ToAggregate())
+			continue
 		}
+		kept = append(kept, r.Pools[i])
 	}
+	r.Pools = kept
 }
 
 // WriteYAML writes the pools as YAML documents separated by "---", without status.

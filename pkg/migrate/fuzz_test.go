@@ -1,0 +1,76 @@
+package migrate
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// FuzzMigrate feeds arbitrary files to both converters: the input is an operator's file,
+// so whatever it holds must end in pools or an error, never a panic, and every pool that
+// comes out must be one the API accepts.
+func FuzzMigrate(f *testing.F) {
+	seeds, err := filepath.Glob(filepath.Join("testdata", "*"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, p := range seeds {
+		if info, err := os.Stat(p); err != nil || info.IsDir() || filepath.Ext(p) == ".golden" || filepath.Base(p) == "README.md" {
+			continue
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte(`{"configList":[{"resourceName":"a","selectors":{"ifNames":["ib*"]}}]}`))
+	f.Add([]byte(`{"resourceList":[{"resourceName":"b","isRdma":true,"selectors":[{"vendors":["15b3"]}]}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for name, convert := range map[string]func([]byte) (*Result, error){
+			"shared-dev-plugin": FromSharedDevicePlugin,
+			"sriov":             func(d []byte) (*Result, error) { return FromSRIOVDevicePlugin(d, "") },
+		} {
+			res, err := convert(data)
+			if err != nil {
+				continue
+			}
+			for i := range res.Pools {
+				if errs := res.Pools[i].Validate(); len(errs) > 0 {
+					t.Errorf("%s: converted pool %q is invalid: %v", name, res.Pools[i].Name, errs.ToAggregate())
+				}
+			}
+			if _, err := WriteYAML(res.Pools); err != nil {
+				t.Errorf("%s: write pools: %v", name, err)
+			}
+		}
+	})
+}
+
+func TestInvalidPoolsAreLeftOut(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		convert func([]byte) (*Result, error)
+		input   string
+	}{
+		{"shared-dev-plugin", FromSharedDevicePlugin,
+			`{"configList":[{"resourceName":" ","selectors":{"vendors":["15b3"]}},{"resourceName":"good","selectors":{"vendors":["15b3"]}}]}`},
+		{"sriov", func(d []byte) (*Result, error) { return FromSRIOVDevicePlugin(d, "") },
+			`{"resourceList":[{"resourceName":"bad name","isRdma":true,"selectors":{"vendors":["15b3"]}},{"resourceName":"good","isRdma":true,"selectors":{"vendors":["15b3"]}}]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := tc.convert([]byte(tc.input))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Pools) != 1 || res.Pools[0].Spec.ExtendedResourceName == nil || !strings.HasSuffix(*res.Pools[0].Spec.ExtendedResourceName, "/good") {
+				t.Fatalf("pools %+v, want only the one for resource good", res.Pools)
+			}
+			if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "left out of the output") }) {
+				t.Errorf("no note says a pool was left out: %q", res.Notes)
+			}
+		})
+	}
+}
