@@ -3,7 +3,6 @@ package framework
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -16,16 +15,12 @@ var rdmaDra struct {
 	err  error
 }
 
-// RdmaDra runs the driver's CLI (cmd/rdma-dra), built from the repository's tree once per
-// run of the suite, and returns its standard output and standard error apart.
+// RdmaDra runs the driver's CLI (cmd/rdma-dra), built from the repository's tree into
+// _output/e2e once per run of the suite, and returns its standard output and standard
+// error apart.
 func (e *Env) RdmaDra(ctx context.Context, args ...string) (stdout, stderr string, err error) {
 	rdmaDra.once.Do(func() {
-		dir, err := os.MkdirTemp("", "rdma-dra-e2e-")
-		if err != nil {
-			rdmaDra.err = err
-			return
-		}
-		rdmaDra.path = filepath.Join(dir, "rdma-dra")
+		rdmaDra.path = filepath.Join(e.Repo, "_output", "e2e", "rdma-dra")
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", rdmaDra.path, "./cmd/rdma-dra")
 		cmd.Dir = e.Repo
 		if out, err := cmd.CombinedOutput(); err != nil {
