@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
+	"github.com/rdma-dra/rdma-dra-driver/internal/selectorcheck"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
 )
 
@@ -72,8 +73,8 @@ func PoolCEL(driverName string, spec *v1alpha1.RdmaPoolSpec) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	terms = appendTerm(terms, exactTerm(attrVendorID, mapStrings(s.Vendors, v1alpha1.NormalizeHexID)))
-	terms = appendTerm(terms, exactTerm(attrDeviceID, mapStrings(s.DeviceIDs, v1alpha1.NormalizeHexID)))
+	terms = appendTerm(terms, exactTerm(attrVendorID, mapStrings(s.Vendors, selectorcheck.NormalizeHexID)))
+	terms = appendTerm(terms, exactTerm(attrDeviceID, mapStrings(s.DeviceIDs, selectorcheck.NormalizeHexID)))
 	terms = appendTerm(terms, exactTerm(attrDriver, s.Drivers))
 	terms = appendTerm(terms, exactTerm(attrLinkLayer, layers))
 	// PCI addresses are published in lower case; users copy them from lspci, which

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1alpha1 "github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
+	"github.com/rdma-dra/rdma-dra-driver/internal/selectorcheck"
 )
 
 // Result is the pools a configuration becomes and what the user must know about them.
@@ -131,7 +132,7 @@ func linkTypes(in []string, res *Result, where string) []v1alpha1.LinkType {
 func hexIDs(in []string, res *Result, where, field string) []string {
 	var out []string
 	for _, v := range in {
-		n := v1alpha1.NormalizeHexID(v)
+		n := selectorcheck.NormalizeHexID(v)
 		if len(n) == 4 && strings.Trim(n, "0123456789abcdef") == "" {
 			out = append(out, v)
 			continue

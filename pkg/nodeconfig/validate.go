@@ -2,11 +2,11 @@ package nodeconfig
 
 import (
 	"fmt"
-	"path"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/rdma-dra/rdma-dra-driver/internal/selectorcheck"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 )
 
@@ -61,12 +61,12 @@ func (s *Selector) validate(fldPath *field.Path) field.ErrorList {
 			}
 		}
 	}
-	each("vendors", s.Vendors, checkHexID)
-	each("deviceIDs", s.DeviceIDs, checkHexID)
+	each("vendors", s.Vendors, selectorcheck.HexID)
+	each("deviceIDs", s.DeviceIDs, selectorcheck.HexID)
 	each("drivers", s.Drivers, func(string) string { return "" })
-	each("ibdevs", s.IBDevs, checkPattern)
-	each("ifNames", s.IfNames, checkPattern)
-	each("pciAddresses", s.PCIAddresses, checkPattern)
+	each("ibdevs", s.IBDevs, selectorcheck.Pattern)
+	each("ifNames", s.IfNames, selectorcheck.Pattern)
+	each("pciAddresses", s.PCIAddresses, selectorcheck.Pattern)
 	for i, v := range s.LinkTypes {
 		if v != discovery.LinkLayerInfiniBand && v != discovery.LinkLayerEthernet {
 			errs = append(errs, field.NotSupported(fldPath.Child("linkTypes").Index(i), v,
@@ -76,30 +76,13 @@ func (s *Selector) validate(fldPath *field.Path) field.ErrorList {
 	return errs
 }
 
-// checkHexID accepts a normalized PCI ID: four lower-case hex digits.
-func checkHexID(v string) string {
-	if len(v) != 4 || strings.Trim(v, "0123456789abcdef") != "" {
-		return "must be four hex digits, e.g. 15b3 or 0x15b3"
-	}
-	return ""
-}
-
-// checkPattern accepts a shell pattern as path.Match reads it.
-func checkPattern(v string) string {
-	// path.Match reports a malformed pattern also when the name does not match.
-	if _, err := path.Match(v, ""); err != nil {
-		return "must be a name or a valid shell pattern (*, ?, [a-z])"
-	}
-	return ""
-}
-
 // normalize spells hex IDs and link types the way discovery does.
 func (s *Selector) normalize() {
 	for i, v := range s.Vendors {
-		s.Vendors[i] = normalizeHexID(v)
+		s.Vendors[i] = selectorcheck.NormalizeHexID(v)
 	}
 	for i, v := range s.DeviceIDs {
-		s.DeviceIDs[i] = normalizeHexID(v)
+		s.DeviceIDs[i] = selectorcheck.NormalizeHexID(v)
 	}
 	for i, v := range s.LinkTypes {
 		switch strings.ToLower(v) {
@@ -109,9 +92,4 @@ func (s *Selector) normalize() {
 			s.LinkTypes[i] = discovery.LinkLayerEthernet
 		}
 	}
-}
-
-func normalizeHexID(v string) string {
-	v = strings.ToLower(v)
-	return strings.TrimPrefix(v, "0x")
 }

@@ -2,11 +2,12 @@ package v1alpha1
 
 import (
 	"fmt"
-	"path"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/rdma-dra/rdma-dra-driver/internal/selectorcheck"
 )
 
 // LinkTypes lists every accepted spelling of a link type, in the order of the CRD's enum
@@ -23,11 +24,6 @@ func (t LinkType) LinkLayer() (string, bool) {
 		return "Ethernet", true
 	}
 	return "", false
-}
-
-// NormalizeHexID spells a PCI ID the way discovery does: lower case, without 0x.
-func NormalizeHexID(v string) string {
-	return strings.TrimPrefix(strings.ToLower(v), "0x")
 }
 
 // Validate checks what the CRD schema cannot: shell patterns, the extended resource
@@ -92,12 +88,12 @@ func (s *PoolSelectors) validate(fldPath *field.Path) field.ErrorList {
 			}
 		}
 	}
-	each("vendors", s.Vendors, checkHexID)
-	each("deviceIDs", s.DeviceIDs, checkHexID)
+	each("vendors", s.Vendors, selectorcheck.HexID)
+	each("deviceIDs", s.DeviceIDs, selectorcheck.HexID)
 	each("drivers", s.Drivers, func(string) string { return "" })
-	each("ifNames", s.IfNames, checkPattern)
-	each("ibdevs", s.IBDevs, checkPattern)
-	each("pciAddresses", s.PCIAddresses, checkPattern)
+	each("ifNames", s.IfNames, selectorcheck.Pattern)
+	each("ibdevs", s.IBDevs, selectorcheck.Pattern)
+	each("pciAddresses", s.PCIAddresses, selectorcheck.Pattern)
 	for i, t := range s.LinkTypes {
 		if _, ok := t.LinkLayer(); !ok {
 			errs = append(errs, field.NotSupported(fldPath.Child("linkTypes").Index(i), t, LinkTypes))
@@ -107,22 +103,6 @@ func (s *PoolSelectors) validate(fldPath *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(fldPath.Child("minSpeedGbps"), *s.MinSpeedGbps, "must be 0 or more"))
 	}
 	return errs
-}
-
-func checkHexID(v string) string {
-	n := NormalizeHexID(v)
-	if len(n) != 4 || strings.Trim(n, "0123456789abcdef") != "" {
-		return "must be four hex digits, e.g. 15b3 or 0x15b3"
-	}
-	return ""
-}
-
-// checkPattern accepts a name or a shell pattern as path.Match reads it.
-func checkPattern(v string) string {
-	if _, err := path.Match(v, ""); err != nil {
-		return "must be a name or a valid shell pattern (*, ?, [a-z])"
-	}
-	return ""
 }
 
 // printableASCII keeps selector values plain, so that they quote into CEL without
