@@ -229,6 +229,24 @@ func (m *Monitor) Run(ctx context.Context) {
 		}
 	}
 	var pollErr string
+	pollOnce := func() {
+		s, err := m.poll()
+		if err != nil {
+			if err.Error() != pollErr {
+				logger.Error(err, "Polling RDMA ports failed; device health is no longer vouched for")
+				pollErr = err.Error()
+			}
+			return
+		}
+		pollErr = ""
+		if s != nil {
+			logger.V(4).Info("Port poll found a change", "reason", s.Reason)
+			add(*s)
+		}
+	}
+	// The first poll comes at once: the inventory was scanned before the plugin registered
+	// with the kubelet, and a port that changed in between must not wait a whole interval.
+	pollOnce()
 	for {
 		// Sending is only enabled while a signal is pending; meanwhile new ones merge.
 		var out chan<- Signal
@@ -239,19 +257,7 @@ func (m *Monitor) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-poll.C():
-			s, err := m.poll()
-			if err != nil {
-				if err.Error() != pollErr {
-					logger.Error(err, "Polling RDMA ports failed; device health is no longer vouched for")
-					pollErr = err.Error()
-				}
-				continue
-			}
-			pollErr = ""
-			if s != nil {
-				logger.V(4).Info("Port poll found a change", "reason", s.Reason)
-				add(*s)
-			}
+			pollOnce()
 		case at := <-rescan:
 			add(Signal{Source: SourceRescan, Reason: "periodic rescan", At: at})
 		case s := <-m.linkSignals:

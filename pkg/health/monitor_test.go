@@ -250,3 +250,29 @@ func TestMonitorRun(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// TestMonitorPollsAtStart: a port that changed between the plugin's first scan and the
+// start of watching is signalled at once, not a poll interval later.
+func TestMonitorPollsAtStart(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	n := newTestNode(t, "disabled-port")
+	c := testclock.NewFakeClock(epoch)
+	m, err := New(Options{SysfsRoot: n.root, PollInterval: time.Hour, Clock: c, Metrics: &fakeGauges{states: map[string]string{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := n.discover()
+	m.Observe(ctx, Scan{Inventory: inv, Changed: true, Models: models(t, inv)})
+	n.setState("mlx5_0", 1, "1: DOWN", "3: Disabled")
+	go m.Run(ctx)
+	select {
+	case s := <-m.C():
+		if s.Source != SourcePoll || !s.At.Equal(epoch) {
+			t.Errorf("signal %+v, want a poll signal at the start", s)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no signal without the clock moving: the first poll waited for the interval")
+	}
+}
