@@ -4,55 +4,33 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/rdma-dra/rdma-dra-driver/internal/cliflags"
-	"github.com/rdma-dra/rdma-dra-driver/internal/version"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/controller"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
 )
 
 func main() {
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer cancel()
-	if err := newApp().RunContext(ctx, os.Args); err != nil {
-		fmt.Fprintf(os.Stderr, "rdma-dra-controller: %v\n", err)
-		os.Exit(1)
-	}
+	cliflags.Main(newApp())
 }
 
 func newApp() *cli.App {
-	cli.VersionFlag = &cli.BoolFlag{Name: "version", Usage: "print the version"}
-	logging := &cliflags.Logging{}
 	cfg := &controller.Config{}
-	return &cli.App{
-		Name:    "rdma-dra-controller",
-		Usage:   "turn RdmaPools into DeviceClasses, report pool usage and validate RdmaConfig parameters",
-		Version: version.String(),
-		Flags:   append(flags(cfg), logging.Flags()...),
-		Before: func(c *cli.Context) error {
-			ctx, err := logging.Apply(c.Context)
-			if err != nil {
-				return err
-			}
-			c.Context = ctx
-			return nil
-		},
-		Action: func(c *cli.Context) error {
-			if err := check(cfg); err != nil {
-				return err
-			}
-			return controller.Run(c.Context, *cfg)
-		},
+	app := cliflags.NewApp("rdma-dra-controller",
+		"turn RdmaPools into DeviceClasses, report pool usage and validate RdmaConfig parameters", flags(cfg))
+	app.Action = func(c *cli.Context) error {
+		if err := check(cfg); err != nil {
+			return err
+		}
+		return controller.Run(c.Context, *cfg)
 	}
+	return app
 }
 
 func flags(cfg *controller.Config) []cli.Flag {

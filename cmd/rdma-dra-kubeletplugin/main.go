@@ -3,11 +3,8 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -15,7 +12,6 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
 	"github.com/rdma-dra/rdma-dra-driver/internal/cliflags"
-	"github.com/rdma-dra/rdma-dra-driver/internal/version"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/health"
@@ -23,12 +19,7 @@ import (
 )
 
 func main() {
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer cancel()
-	if err := newApp().RunContext(ctx, os.Args); err != nil {
-		fmt.Fprintf(os.Stderr, "rdma-dra-kubeletplugin: %v\n", err)
-		os.Exit(1)
-	}
+	cliflags.Main(newApp())
 }
 
 // flagValues are the raw flag values that need parsing into plugin.Config.
@@ -40,30 +31,17 @@ type flagValues struct {
 }
 
 func newApp() *cli.App {
-	cli.VersionFlag = &cli.BoolFlag{Name: "version", Usage: "print the version"}
-	logging := &cliflags.Logging{}
 	v := &flagValues{}
-	return &cli.App{
-		Name:    "rdma-dra-kubeletplugin",
-		Usage:   "publish a node's RDMA ports and prepare ResourceClaims for the kubelet",
-		Version: version.String(),
-		Flags:   append(v.flags(), logging.Flags()...),
-		Before: func(c *cli.Context) error {
-			ctx, err := logging.Apply(c.Context)
-			if err != nil {
-				return err
-			}
-			c.Context = ctx
-			return nil
-		},
-		Action: func(c *cli.Context) error {
-			cfg, err := v.config()
-			if err != nil {
-				return err
-			}
-			return plugin.Run(c.Context, cfg)
-		},
+	app := cliflags.NewApp("rdma-dra-kubeletplugin",
+		"publish a node's RDMA ports and prepare ResourceClaims for the kubelet", v.flags())
+	app.Action = func(c *cli.Context) error {
+		cfg, err := v.config()
+		if err != nil {
+			return err
+		}
+		return plugin.Run(c.Context, cfg)
 	}
+	return app
 }
 
 func (v *flagValues) flags() []cli.Flag {

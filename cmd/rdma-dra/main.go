@@ -3,11 +3,7 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/urfave/cli/v2"
 
@@ -16,39 +12,19 @@ import (
 )
 
 func main() {
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer cancel()
-	if err := newApp().RunContext(ctx, os.Args); err != nil {
-		fmt.Fprintf(os.Stderr, "rdma-dra: %v\n", err)
-		os.Exit(1)
-	}
+	cliflags.Main(newApp())
 }
 
 func newApp() *cli.App {
-	// -v is klog's verbosity, as in every Kubernetes component; --version stays.
-	cli.VersionFlag = &cli.BoolFlag{Name: "version", Usage: "print the version"}
-	logging := &cliflags.Logging{}
-	return &cli.App{
-		Name:    "rdma-dra",
-		Usage:   "inspect the RDMA ports of a node the way the rdma.dra.io driver sees them",
-		Version: version.String(),
-		Flags:   logging.Flags(),
-		Before: func(c *cli.Context) error {
-			ctx, err := logging.Apply(c.Context)
-			if err != nil {
-				return err
-			}
-			c.Context = ctx
-			return nil
-		},
-		Commands: []*cli.Command{
-			discoverCommand(),
-			slicesCommand(),
-			mockNodeCommand(),
-			migrateCommand(),
-			versionCommand(),
-		},
+	app := cliflags.NewApp("rdma-dra", "inspect the RDMA ports of a node the way the rdma.dra.io driver sees them", nil)
+	app.Commands = []*cli.Command{
+		discoverCommand(),
+		slicesCommand(),
+		mockNodeCommand(),
+		migrateCommand(),
+		versionCommand(),
 	}
+	return app
 }
 
 func versionCommand() *cli.Command {
