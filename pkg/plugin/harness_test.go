@@ -13,10 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
@@ -280,4 +283,30 @@ type recordingSink struct {
 func (s *recordingSink) PublishResources(_ context.Context, r resourceslice.DriverResources) error {
 	s.published = append(s.published, r)
 	return nil
+}
+
+// startHelper serves d through the real kubeletplugin helper on unix sockets below
+// testRoot/<name> (socket paths are limited to 108 bytes; t.TempDir may be long) and returns
+// a client connection to its DRA socket. Both are closed when the test ends.
+func startHelper(t *testing.T, ctx context.Context, d kubeletplugin.DRAPlugin, kube kubernetes.Interface, name string, health bool) *grpc.ClientConn {
+	t.Helper()
+	sockDir := filepath.Join(testRoot, name)
+	helper, err := kubeletplugin.Start(ctx, d,
+		kubeletplugin.DriverName(testDriver),
+		kubeletplugin.NodeName(testNode),
+		kubeletplugin.KubeClient(kube),
+		kubeletplugin.RegistrarDirectoryPath(mkdir(t, sockDir+"r")),
+		kubeletplugin.PluginDataDirectoryPath(mkdir(t, sockDir+"d")),
+		kubeletplugin.HealthService(health),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(helper.Stop)
+	conn, err := grpc.NewClient("unix://"+filepath.Join(sockDir+"d", "dra.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
 }

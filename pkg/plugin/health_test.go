@@ -8,10 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	drahealthv1 "k8s.io/kubelet/pkg/apis/dra-health/v1"
 	testclock "k8s.io/utils/clock/testing"
 
@@ -41,24 +38,7 @@ func TestHealthThroughKubeletPluginHelper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sockDir := filepath.Join(testRoot, "h")
-	helper, err := kubeletplugin.Start(n.ctx, d,
-		kubeletplugin.DriverName(testDriver),
-		kubeletplugin.NodeName(testNode),
-		kubeletplugin.KubeClient(kube),
-		kubeletplugin.RegistrarDirectoryPath(mkdir(t, sockDir+"r")),
-		kubeletplugin.PluginDataDirectoryPath(mkdir(t, sockDir+"d")),
-		kubeletplugin.HealthService(true),
-	)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer helper.Stop()
-	conn, err := grpc.NewClient("unix://"+filepath.Join(sockDir+"d", "dra.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = conn.Close() }()
+	conn := startHelper(t, n.ctx, d, kube, "h", true)
 	client := drahealthv1.NewDRAResourceHealthClient(conn)
 
 	watch := func() (drahealthv1.DRAResourceHealth_NodeWatchResourcesClient, context.CancelFunc) {

@@ -3,12 +3,8 @@ package plugin
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"testing"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
 )
 
@@ -17,28 +13,9 @@ import (
 func TestThroughKubeletPluginHelper(t *testing.T) {
 	h := newHarness(t, "dgx-h100")
 	d := h.driver()
-	// Socket paths are limited to 108 bytes; the test's temporary directory may be long.
-	sockDir := filepath.Join(testRoot, "s")
 	ctx, cancel := context.WithCancel(h.ctx)
 	defer cancel()
-	helper, err := kubeletplugin.Start(ctx, d,
-		kubeletplugin.DriverName(testDriver),
-		kubeletplugin.NodeName(testNode),
-		kubeletplugin.KubeClient(h.kube),
-		kubeletplugin.RegistrarDirectoryPath(mkdir(t, sockDir+"r")),
-		kubeletplugin.PluginDataDirectoryPath(mkdir(t, sockDir+"d")),
-		kubeletplugin.HealthService(false),
-	)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer helper.Stop()
-
-	conn, err := grpc.NewClient("unix://"+filepath.Join(sockDir+"d", "dra.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = conn.Close() }()
+	conn := startHelper(t, ctx, d, h.kube, "s", false)
 	client := drapbv1.NewDRAPluginClient(conn)
 	claim := h.claim("c", exclusive(2))
 	ref := &drapbv1.Claim{Namespace: claim.Namespace, Name: claim.Name, Uid: string(claim.UID)}
