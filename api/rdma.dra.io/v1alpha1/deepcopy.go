@@ -10,21 +10,24 @@ import (
 // DeepCopyInto copies c into out; out shares no memory with c afterwards.
 func (c *RdmaConfig) DeepCopyInto(out *RdmaConfig) {
 	*out = *c
-	if c.CharDevices != nil {
-		v := *c.CharDevices
-		out.CharDevices = &v
-	}
-	if c.NCCLEnv != nil {
-		v := *c.NCCLEnv
-		out.NCCLEnv = &v
-	}
-	if c.GIDIndex != nil {
-		v := *c.GIDIndex
-		out.GIDIndex = &v
-	}
-	if c.Memlock != nil {
-		v := *c.Memlock
-		out.Memlock = &v
+	overlay(c, out)
+}
+
+// overlay sets every field that is set in c on out, to a copy of c's value: out then
+// shares no memory with c, and fields unset in c keep out's values. DeepCopyInto and
+// Merge are both made of it.
+func overlay(c, out *RdmaConfig) {
+	copyPtr(&out.CharDevices, c.CharDevices)
+	copyPtr(&out.NCCLEnv, c.NCCLEnv)
+	copyPtr(&out.GIDIndex, c.GIDIndex)
+	copyPtr(&out.Memlock, c.Memlock)
+}
+
+// copyPtr points *dst at a copy of *src when src is set.
+func copyPtr[T any](dst **T, src *T) {
+	if src != nil {
+		v := *src
+		*dst = &v
 	}
 }
 

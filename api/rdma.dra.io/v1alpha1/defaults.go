@@ -70,24 +70,8 @@ func isCharDeviceSet(s CharDeviceSet) bool {
 func Merge(configs ...*RdmaConfig) *RdmaConfig {
 	out := &RdmaConfig{}
 	for _, c := range configs {
-		if c == nil {
-			continue
-		}
-		if c.CharDevices != nil {
-			v := *c.CharDevices
-			out.CharDevices = &v
-		}
-		if c.NCCLEnv != nil {
-			v := *c.NCCLEnv
-			out.NCCLEnv = &v
-		}
-		if c.GIDIndex != nil {
-			v := *c.GIDIndex
-			out.GIDIndex = &v
-		}
-		if c.Memlock != nil {
-			v := *c.Memlock
-			out.Memlock = &v
+		if c != nil {
+			overlay(c, out)
 		}
 	}
 	out.Default()
