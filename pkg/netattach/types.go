@@ -1,0 +1,203 @@
+// Package netattach attaches the network of an RDMA port into a pod's network
+// namespace and undoes it, crash-safely: a macvlan/ipvlan/IPoIB child of the
+// port's netdev, or the netdev (or bond) itself moved into the pod, with
+// addresses, routes and, in the kernel's exclusive RDMA netns mode, the RDMA
+// device itself. It also finds the RoCE v2 GID index of the pod's own address.
+//
+// Every step that changes the system is preceded by a save of the State
+// through the caller's Journal, so the State always describes at least what
+// was done and Detach converges from any point after a crash.
+package netattach
+
+import (
+	"context"
+	"net/netip"
+
+	"github.com/vishvananda/netlink"
+	"k8s.io/utils/clock"
+)
+
+// Mode is how a port's network is attached into a pod.
+type Mode string
+
+const (
+	// ModeNone attaches nothing (the pod gets only the RDMA char devices).
+	ModeNone Mode = "none"
+	// ModeMacvlan creates a macvlan child (mode bridge) of the port's netdev in the pod.
+	ModeMacvlan Mode = "macvlan"
+	// ModeIPVlan creates an ipvlan child (mode l2) of the port's netdev in the pod.
+	ModeIPVlan Mode = "ipvlan"
+	// ModeMove moves the port's netdev (or its bond) itself into the pod.
+	ModeMove Mode = "move"
+	// ModeIPoIB creates an IPoIB child (datagram mode, with a P_Key) of the port's IPoIB netdev.
+	ModeIPoIB Mode = "ipoib"
+)
+
+// Route is one route added in the pod. A zero Gateway means a link-scope route.
+type Route struct {
+	Dst     netip.Prefix `json:"dst"`
+	Gateway netip.Addr   `json:"gateway,omitzero"`
+}
+
+// Spec is what to attach for one allocated device into one pod.
+type Spec struct {
+	Mode Mode `json:"mode"`
+	// HostNetdev is the parent of the macvlan/ipvlan/ipoib child, or the netdev (or bond) moved.
+	HostNetdev string `json:"hostNetdev"`
+	// PodIfName is the interface name inside the pod.
+	PodIfName string `json:"podIfName"`
+	// MTU of the pod interface; 0 keeps the parent's (or, in move mode, the netdev's own).
+	MTU int `json:"mtu,omitempty"`
+	// Addresses are added to the pod interface.
+	Addresses []netip.Prefix `json:"addresses,omitempty"`
+	// Routes are added in the pod, through the pod interface.
+	Routes []Route `json:"routes,omitempty"`
+	// KeepHostAddress (move mode): the host's addresses and routes of the netdev go with it into the pod.
+	KeepHostAddress bool `json:"keepHostAddress,omitempty"`
+	// PKey of the IPoIB child; 0 means the parent's default, the full 0xffff.
+	PKey uint16 `json:"pkey,omitempty"`
+	// RDMADevice, set in exclusive RDMA netns mode, is the ibdev moved into the
+	// pod's namespace after the netdev (and returned before it).
+	RDMADevice string `json:"rdmaDevice,omitempty"`
+	// IBDevice is the ibdev whose GID table is searched for the pod address
+	// (defaults to RDMADevice); empty skips the GID lookup.
+	IBDevice string `json:"ibDevice,omitempty"`
+	// IBPort is the RDMA port, for the GID lookup.
+	IBPort int `json:"ibPort,omitempty"`
+}
+
+// Target is the pod whose network namespace receives the attachment.
+type Target struct {
+	PodUID    string `json:"podUID"`
+	NetnsPath string `json:"netnsPath"`
+}
+
+// Phase is where an attachment stands in its life.
+type Phase string
+
+const (
+	// PhaseAttaching: Attach is (or was, before a crash) under way.
+	PhaseAttaching Phase = "Attaching"
+	// PhaseAttached: everything in the Spec is in place.
+	PhaseAttached Phase = "Attached"
+	// PhaseDetaching: Detach is (or was) under way.
+	PhaseDetaching Phase = "Detaching"
+)
+
+// HostSnapshot is the host netdev as it was before it moved into a pod (move mode).
+type HostSnapshot struct {
+	Name string `json:"name"`
+	// HardwareAddr is the netdev's MAC (its permanent address where known), used to
+	// find it again when the kernel returned it to the host under another name.
+	HardwareAddr string         `json:"hardwareAddr"`
+	Index        int            `json:"index,omitempty"`
+	MTU          int            `json:"mtu"`
+	Up           bool           `json:"up"`
+	Addresses    []netip.Prefix `json:"addresses,omitempty"`
+	Routes       []Route        `json:"routes,omitempty"`
+}
+
+// State is the journal of one attachment: saved (by the caller's Journal)
+// BEFORE every step that changes the system, holding enough to undo from any
+// point after a crash.
+type State struct {
+	Spec   Spec   `json:"spec"`
+	Target Target `json:"target"`
+	Phase  Phase  `json:"phase"`
+	// TempName: a child is created in the host namespace under a unique
+	// temporary name, then moved and renamed.
+	TempName string `json:"tempName,omitempty"`
+	// Host (move mode): the netdev before it moved.
+	Host *HostSnapshot `json:"host,omitempty"`
+	// HardwareAddr of the pod interface, for the claim's networkData.
+	HardwareAddr string `json:"hardwareAddr,omitempty"`
+	// PodAddresses is what the pod interface ended up with.
+	PodAddresses []netip.Prefix `json:"podAddresses,omitempty"`
+	// GIDIndex is the RoCE v2 GID index of the pod's first IPv4 (else global IPv6) address.
+	GIDIndex *int `json:"gidIndex,omitempty"`
+	// RDMAMoved: the RDMA device may be in the pod's namespace (set before the move).
+	RDMAMoved bool `json:"rdmaMoved,omitempty"`
+}
+
+// Journal persists a State; Attach and Detach call it before every step that
+// changes the system. An error stops the operation (and Attach undoes what it did).
+type Journal func(State) error
+
+// RDMAKernel is the RDMA side of the kernel: moving an RDMA device between
+// network namespaces and the GID table.
+type RDMAKernel interface {
+	// MoveDevice moves the RDMA device into the namespace of netnsFD.
+	MoveDevice(ctx context.Context, ibdev string, netnsFD int) error
+	// ReturnDevice moves the RDMA device back into the host namespace
+	// (hostNetnsFD) from the pod's namespace podNetnsFD; podNetnsFD is -1 when that
+	// namespace is gone (the kernel has then returned the device already).
+	ReturnDevice(ctx context.Context, ibdev string, podNetnsFD, hostNetnsFD int) error
+	// AddressAdded tells the kernel model that addr was added to ndev (in a pod);
+	// the real kernel does the GID update itself, so it is a no-op there.
+	AddressAdded(ctx context.Context, ibdev string, port int, ndev string, addr netip.Addr) error
+	// AddressRemoved is the reverse of AddressAdded.
+	AddressRemoved(ctx context.Context, ibdev string, port int, ndev string, addr netip.Addr) error
+	// FindGID polls, bounded and context-aware, for the RoCE v2 GID entry of addr
+	// on ibdev/port (ndev, when the kernel exposes it, must name the pod interface).
+	FindGID(ctx context.Context, ibdev string, port int, ndev string, addr netip.Addr) (int, error)
+}
+
+// Netlink is the part of a per-namespace netlink handle the package uses.
+// *netlink.Handle implements it; tests use an in-memory model.
+type Netlink interface {
+	LinkByName(name string) (netlink.Link, error)
+	LinkList() ([]netlink.Link, error)
+	LinkAdd(link netlink.Link) error
+	LinkDel(link netlink.Link) error
+	LinkSetUp(link netlink.Link) error
+	LinkSetDown(link netlink.Link) error
+	LinkSetName(link netlink.Link, name string) error
+	LinkSetMTU(link netlink.Link, mtu int) error
+	LinkSetNsFd(link netlink.Link, fd int) error
+	AddrList(link netlink.Link, family int) ([]netlink.Addr, error)
+	AddrAdd(link netlink.Link, addr *netlink.Addr) error
+	AddrDel(link netlink.Link, addr *netlink.Addr) error
+	RouteList(link netlink.Link, family int) ([]netlink.Route, error)
+	RouteAdd(route *netlink.Route) error
+	RouteDel(route *netlink.Route) error
+}
+
+// Namespace is an open network namespace: a netlink handle in it and a file
+// descriptor naming it (for LinkSetNsFd and RDMA moves). Close releases both.
+type Namespace interface {
+	Netlink() Netlink
+	FD() int
+	Close() error
+}
+
+// Namespaces opens network namespaces. Open returns an error wrapping
+// ErrNamespaceGone when the path no longer names a namespace.
+type Namespaces interface {
+	// Host opens the namespace the driver manages interfaces in (the node's).
+	Host(ctx context.Context) (Namespace, error)
+	// Open opens the namespace at a path such as /var/run/netns/cni-... or /proc/<pid>/ns/net.
+	Open(ctx context.Context, path string) (Namespace, error)
+}
+
+// Options configure an Attacher.
+type Options struct {
+	// Namespaces opens the host's and the pods' namespaces; nil means the real ones.
+	Namespaces Namespaces
+	// Kernel is the RDMA kernel (real sysfs + RDMA netlink, or the emulator); nil
+	// disables GID lookups and refuses specs with an RDMADevice.
+	Kernel RDMAKernel
+	// Clock times the steps for logs; nil means the real clock.
+	Clock clock.PassiveClock
+	// TempPrefix starts the temporary host-side names of children ("rdt" when empty).
+	TempPrefix string
+}
+
+// Attacher attaches and detaches port networks into pods. It is safe for
+// concurrent use on different netdevs; the caller serializes operations on one
+// netdev (and on one State).
+type Attacher struct {
+	ns         Namespaces
+	kernel     RDMAKernel
+	clock      clock.PassiveClock
+	tempPrefix string
+}
