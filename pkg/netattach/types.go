@@ -12,6 +12,7 @@ package netattach
 import (
 	"context"
 	"net/netip"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"k8s.io/utils/clock"
@@ -87,14 +88,26 @@ const (
 // HostSnapshot is the host netdev as it was before it moved into a pod (move mode).
 type HostSnapshot struct {
 	Name string `json:"name"`
-	// HardwareAddr is the netdev's MAC (its permanent address where known), used to
-	// find it again when the kernel returned it to the host under another name.
-	HardwareAddr string         `json:"hardwareAddr"`
-	Index        int            `json:"index,omitempty"`
-	MTU          int            `json:"mtu"`
-	Up           bool           `json:"up"`
-	Addresses    []netip.Prefix `json:"addresses,omitempty"`
-	Routes       []Route        `json:"routes,omitempty"`
+	// HardwareAddr is the netdev's MAC, used to find it again when the kernel returned
+	// it to the host under another name (moves between namespaces keep it).
+	HardwareAddr string `json:"hardwareAddr"`
+	Index        int    `json:"index,omitempty"`
+	// Type is the kernel's link kind ("device" for a physical netdev, "bond", "veth" ...).
+	Type      string         `json:"type"`
+	MTU       int            `json:"mtu"`
+	Up        bool           `json:"up"`
+	Addresses []netip.Prefix `json:"addresses,omitempty"`
+	Routes    []HostRoute    `json:"routes,omitempty"`
+}
+
+// HostRoute is a route of the host through a netdev that moved, as it is restored.
+// Routes the kernel makes itself (the prefix routes of addresses) are not recorded.
+type HostRoute struct {
+	Dst      netip.Prefix `json:"dst"`
+	Gateway  netip.Addr   `json:"gateway,omitzero"`
+	Src      netip.Addr   `json:"src,omitzero"`
+	Priority int          `json:"priority,omitempty"`
+	Table    int          `json:"table,omitempty"`
 }
 
 // State is the journal of one attachment: saved (by the caller's Journal)
@@ -186,18 +199,29 @@ type Options struct {
 	// Kernel is the RDMA kernel (real sysfs + RDMA netlink, or the emulator); nil
 	// disables GID lookups and refuses specs with an RDMADevice.
 	Kernel RDMAKernel
-	// Clock times the steps for logs; nil means the real clock.
-	Clock clock.PassiveClock
+	// Clock times the steps for logs and paces waits; nil means the real clock.
+	Clock clock.Clock
 	// TempPrefix starts the temporary host-side names of children ("rdt" when empty).
 	TempPrefix string
+	// NodeIPs are the node's own addresses (the kubelet's node IPs): move mode never
+	// takes a netdev that carries one, nor the one with the default route.
+	NodeIPs []netip.Addr
+	// ReturnTimeout bounds how long Detach waits for a moved netdev to come back to the
+	// host after its pod's namespace is gone (the kernel returns it asynchronously); 5 s when 0.
+	ReturnTimeout time.Duration
 }
 
 // Attacher attaches and detaches port networks into pods. It is safe for
 // concurrent use on different netdevs; the caller serializes operations on one
 // netdev (and on one State).
 type Attacher struct {
-	ns         Namespaces
-	kernel     RDMAKernel
-	clock      clock.PassiveClock
-	tempPrefix string
+	ns            Namespaces
+	kernel        RDMAKernel
+	clock         clock.Clock
+	tempPrefix    string
+	nodeIPs       []netip.Addr
+	returnTimeout time.Duration
+	// noUndo keeps Attach from undoing on failure: tests use it to leave the system as a
+	// crash at that point would.
+	noUndo bool
 }

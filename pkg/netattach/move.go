@@ -1,0 +1,273 @@
+package netattach
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// Route protocols the kernel or routing daemons own: such routes come back by
+// themselves when the addresses (or router advertisements) do, so they are not recorded.
+const (
+	rtprotKernel = unix.RTPROT_KERNEL
+	rtprotRA     = unix.RTPROT_RA
+)
+
+// snapshot records a host netdev before it moves: what Detach restores.
+func snapshot(nl Netlink, l netlink.Link) (*HostSnapshot, error) {
+	attrs := l.Attrs()
+	s := &HostSnapshot{
+		Name: attrs.Name, HardwareAddr: attrs.HardwareAddr.String(), Index: attrs.Index, Type: l.Type(),
+		MTU: attrs.MTU, Up: attrs.Flags&net.FlagUp != 0,
+	}
+	addrs, err := nl.AddrList(l, netlink.FAMILY_ALL)
+	if err != nil {
+		return nil, fmt.Errorf("list addresses of %s: %w", attrs.Name, err)
+	}
+	for _, a := range addrs {
+		p, ok := fromIPNet(a.IPNet)
+		if !ok || p.Addr().IsLinkLocalUnicast() || p.Addr().IsLoopback() {
+			continue // link-local addresses are made by the kernel wherever the link is
+		}
+		s.Addresses = append(s.Addresses, p)
+	}
+	routes, err := nl.RouteList(l, netlink.FAMILY_ALL)
+	if err != nil {
+		return nil, fmt.Errorf("list routes of %s: %w", attrs.Name, err)
+	}
+	for _, rt := range routes {
+		if int(rt.Protocol) == rtprotKernel || int(rt.Protocol) == rtprotRA || len(rt.MultiPath) > 0 {
+			continue
+		}
+		dst, ok := fromIPNet(rt.Dst)
+		if !ok || dst.Addr().IsLinkLocalUnicast() || dst.Addr().IsMulticast() {
+			continue
+		}
+		hr := HostRoute{Dst: dst.Masked(), Gateway: fromIP(rt.Gw), Src: fromIP(rt.Src), Priority: rt.Priority}
+		if rt.Table != 0 && rt.Table != unix.RT_TABLE_MAIN {
+			hr.Table = rt.Table
+		}
+		s.Routes = append(s.Routes, hr)
+	}
+	return s, nil
+}
+
+// attachMove moves the host netdev itself into the pod. The netdev is brought down and
+// renamed to the temporary name in the host first: renaming needs it down, the move
+// brings it down anyway, and the temporary name cannot collide with a name in the pod.
+// Moving flushes the host's addresses and routes through it; with KeepHostAddress they
+// are added again in the pod.
+func (r *run) attachMove() error {
+	spec := r.st.Spec
+	hnl := r.host.Netlink()
+	if err := CheckNotPrimary(hnl, spec.HostNetdev, r.a.nodeIPs); err != nil {
+		return err
+	}
+	l, err := hnl.LinkByName(spec.HostNetdev)
+	if err != nil {
+		return fmt.Errorf("look up %s: %w", spec.HostNetdev, err)
+	}
+	if r.st.Host, err = snapshot(hnl, l); err != nil {
+		return err
+	}
+	if r.st.TempName, err = r.freeTempName(); err != nil {
+		return err
+	}
+	r.st.HardwareAddr = r.st.Host.HardwareAddr
+	if err := r.commit(); err != nil {
+		return err
+	}
+	if err := hnl.LinkSetDown(l); err != nil {
+		return fmt.Errorf("set %s down: %w", spec.HostNetdev, err)
+	}
+	if err := hnl.LinkSetName(l, r.st.TempName); err != nil {
+		return fmt.Errorf("rename %s to %s: %w", spec.HostNetdev, r.st.TempName, err)
+	}
+	l.Attrs().Name = r.st.TempName
+	if err := hnl.LinkSetNsFd(l, r.pod.FD()); err != nil {
+		return fmt.Errorf("move %s into the pod: %w", spec.HostNetdev, err)
+	}
+	if dev := spec.gidDevice(); dev != "" {
+		// The move flushed the host's addresses, and the kernel their GIDs.
+		for _, p := range r.st.Host.Addresses {
+			if err := r.a.kernel.AddressRemoved(r.ctx, dev, spec.IBPort, r.st.Host.Name, p.Addr()); err != nil {
+				return fmt.Errorf("remove GID of host address %s: %w", p.Addr(), err)
+			}
+		}
+	}
+	pnl := r.pod.Netlink()
+	if l, err = pnl.LinkByName(r.st.TempName); err != nil {
+		return fmt.Errorf("look up %s in the pod: %w", r.st.TempName, err)
+	}
+	if err := pnl.LinkSetName(l, spec.PodIfName); err != nil {
+		return fmt.Errorf("rename %s to %s in the pod: %w", r.st.TempName, spec.PodIfName, err)
+	}
+	l.Attrs().Name = spec.PodIfName
+	if spec.MTU != 0 && spec.MTU != l.Attrs().MTU {
+		if err := pnl.LinkSetMTU(l, spec.MTU); err != nil {
+			return fmt.Errorf("set MTU %d on %s in the pod: %w", spec.MTU, spec.PodIfName, err)
+		}
+	}
+	addrs := append([]netip.Prefix(nil), spec.Addresses...)
+	routes := append([]Route(nil), spec.Routes...)
+	if spec.KeepHostAddress {
+		addrs = append(addrs, r.st.Host.Addresses...)
+		for _, hr := range r.st.Host.Routes {
+			routes = append(routes, Route{Dst: hr.Dst, Gateway: hr.Gateway})
+		}
+	}
+	return r.configurePod(l, addrs, routes)
+}
+
+// detachMove brings the netdev back to the host and restores it as snapshotted. It
+// finds the netdev by its hardware address: in the pod under the pod or temporary name,
+// else in the host under any name (the kernel returns a physical netdev whose namespace
+// died to the host, renamed to devN if its name is taken).
+func (r *run) detachMove() error {
+	snap := r.st.Host
+	if snap == nil {
+		return nil // nothing was taken yet
+	}
+	if r.pod != nil {
+		pnl := r.pod.Netlink()
+		l, err := findMoved(pnl, snap, r.st.Spec.PodIfName, r.st.TempName, snap.Name)
+		if err != nil {
+			return err
+		}
+		if l != nil {
+			if err := pnl.LinkSetDown(l); err != nil {
+				return fmt.Errorf("set %s down in the pod: %w", l.Attrs().Name, err)
+			}
+			if l.Attrs().Name != r.st.TempName {
+				if err := pnl.LinkSetName(l, r.st.TempName); err != nil {
+					return fmt.Errorf("rename %s to %s in the pod: %w", l.Attrs().Name, r.st.TempName, err)
+				}
+				l.Attrs().Name = r.st.TempName
+			}
+			if err := pnl.LinkSetNsFd(l, r.host.FD()); err != nil {
+				return fmt.Errorf("move %s back to the host: %w", snap.Name, err)
+			}
+		}
+	}
+	l, err := r.waitInHost(snap)
+	if err != nil {
+		return err
+	}
+	return r.restoreHost(l, snap)
+}
+
+// waitInHost finds the moved netdev in the host. When the pod's namespace is gone the
+// kernel returns it asynchronously, so it waits up to the return timeout.
+func (r *run) waitInHost(snap *HostSnapshot) (netlink.Link, error) {
+	start := r.a.clock.Now()
+	for {
+		l, err := findMoved(r.host.Netlink(), snap, snap.Name, r.st.TempName, r.st.Spec.PodIfName)
+		if err != nil || l != nil {
+			return l, err
+		}
+		if r.pod != nil || r.a.clock.Since(start) >= r.a.returnTimeout {
+			return nil, fmt.Errorf("netdev %s (%s) is neither in the pod nor back in the host", snap.Name, snap.HardwareAddr)
+		}
+		select {
+		case <-r.ctx.Done():
+			return nil, fmt.Errorf("wait for %s to return to the host: %w", snap.Name, context.Cause(r.ctx))
+		case <-r.a.clock.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// findMoved returns the link with the snapshot's hardware address and kind, looking at
+// the given names first, or nil.
+func findMoved(nl Netlink, snap *HostSnapshot, names ...string) (netlink.Link, error) {
+	match := func(l netlink.Link) bool {
+		return sameMAC(l.Attrs().HardwareAddr, snap.HardwareAddr) && l.Type() == snap.Type
+	}
+	for _, name := range names {
+		if name == "" {
+			continue
+		}
+		l, err := lookupLink(nl, name)
+		if err != nil {
+			return nil, err
+		}
+		if l != nil && match(l) {
+			return l, nil
+		}
+	}
+	links, err := nl.LinkList()
+	if err != nil {
+		return nil, fmt.Errorf("list links: %w", err)
+	}
+	for _, l := range links {
+		if match(l) {
+			return l, nil
+		}
+	}
+	return nil, nil
+}
+
+// restoreHost gives the returned netdev its name, MTU, addresses, up state and routes
+// back. Every step is idempotent.
+func (r *run) restoreHost(l netlink.Link, snap *HostSnapshot) error {
+	nl := r.host.Netlink()
+	if l.Attrs().Name != snap.Name {
+		if l.Attrs().Flags&net.FlagUp != 0 {
+			if err := nl.LinkSetDown(l); err != nil {
+				return fmt.Errorf("set %s down: %w", l.Attrs().Name, err)
+			}
+		}
+		if err := nl.LinkSetName(l, snap.Name); err != nil {
+			return fmt.Errorf("rename %s back to %s: %w", l.Attrs().Name, snap.Name, err)
+		}
+		l.Attrs().Name = snap.Name
+	}
+	if l.Attrs().MTU != snap.MTU {
+		if err := nl.LinkSetMTU(l, snap.MTU); err != nil {
+			return fmt.Errorf("restore MTU %d of %s: %w", snap.MTU, snap.Name, err)
+		}
+	}
+	for _, p := range snap.Addresses {
+		if err := addAddr(nl, l, p); err != nil {
+			return fmt.Errorf("restore address %s of %s: %w", p, snap.Name, err)
+		}
+	}
+	if !snap.Up {
+		// A link that is down has no routes through it.
+		if err := nl.LinkSetDown(l); err != nil {
+			return fmt.Errorf("set %s down: %w", snap.Name, err)
+		}
+	} else {
+		if err := nl.LinkSetUp(l); err != nil {
+			return fmt.Errorf("set %s up: %w", snap.Name, err)
+		}
+		for _, hr := range snap.Routes {
+			if err := nl.RouteAdd(hostRoute(l, hr)); err != nil && !isExist(err) {
+				return fmt.Errorf("restore route %s of %s: %w", hr.Dst, snap.Name, err)
+			}
+		}
+	}
+	if dev := r.st.Spec.gidDevice(); dev != "" {
+		for _, p := range snap.Addresses {
+			if err := r.a.kernel.AddressAdded(r.ctx, dev, r.st.Spec.IBPort, snap.Name, p.Addr()); err != nil {
+				return fmt.Errorf("restore GID of %s: %w", p.Addr(), err)
+			}
+		}
+	}
+	r.log.V(2).Info("Restored host netdev", "netdev", snap.Name, "addresses", snap.Addresses, "routes", len(snap.Routes))
+	return nil
+}
+
+func hostRoute(l netlink.Link, hr HostRoute) *netlink.Route {
+	nr := podRoute(l, Route{Dst: hr.Dst, Gateway: hr.Gateway})
+	if hr.Src.IsValid() {
+		nr.Src = net.IP(hr.Src.AsSlice())
+	}
+	nr.Priority = hr.Priority
+	nr.Table = hr.Table
+	return nr
+}
