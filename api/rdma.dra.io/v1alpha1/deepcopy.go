@@ -21,6 +21,14 @@ func overlay(c, out *RdmaConfig) {
 	copyPtr(&out.NCCLEnv, c.NCCLEnv)
 	copyPtr(&out.GIDIndex, c.GIDIndex)
 	copyPtr(&out.Memlock, c.Memlock)
+	if c.Network != nil {
+		n := &NetworkConfig{}
+		if out.Network != nil && out.Network != c.Network {
+			overlayNetwork(out.Network, n)
+		}
+		overlayNetwork(c.Network, n)
+		out.Network = n
+	}
 }
 
 // copyPtr points *dst at a copy of *src when src is set.

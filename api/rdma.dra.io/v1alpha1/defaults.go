@@ -29,6 +29,10 @@ func (c *RdmaConfig) Default() {
 		v := MemlockUnset
 		c.Memlock = &v
 	}
+	if c.Network == nil {
+		c.Network = &NetworkConfig{}
+	}
+	c.Network.setDefaults()
 }
 
 // Validate checks the values of the fields that are set; nil fields are valid (they take
@@ -50,6 +54,9 @@ func (c *RdmaConfig) Validate(fldPath *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(fldPath.Child("memlock"), string(*p),
 				"must be unset, unlimited or a positive whole number of bytes such as 64Gi"))
 		}
+	}
+	if c.Network != nil {
+		errs = append(errs, c.Network.validate(fldPath.Child("network"))...)
 	}
 	return errs
 }

@@ -16,6 +16,10 @@ func defaulted() *RdmaConfig {
 		NCCLEnv:     ptr.To(true),
 		GIDIndex:    ptr.To(GIDIndexAuto),
 		Memlock:     ptr.To(MemlockUnset),
+		Network: &NetworkConfig{
+			Mode: ptr.To(NetworkModeNone), IPAM: ptr.To(IPAMNone),
+			KeepHostAddress: ptr.To(true), SocketInterface: ptr.To(false),
+		},
 	}
 }
 

@@ -41,6 +41,9 @@ type RdmaConfig struct {
 	// Memlock is the RLIMIT_MEMLOCK to give containers: unset (default), unlimited or a
 	// number of bytes, written as an integer or a quantity such as 64Gi.
 	Memlock *MemlockPolicy `json:"memlock,omitempty"`
+	// Network attaches the port's network into the pod's network namespace (RoCE and
+	// IPoIB in ordinary pods); see NetworkConfig. Default: nothing is attached.
+	Network *NetworkConfig `json:"network,omitempty"`
 }
 
 // CharDeviceSet names a set of character devices below /dev/infiniband.
