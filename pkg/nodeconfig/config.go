@@ -76,6 +76,10 @@ type Config struct {
 	// Legacy configures the legacy device model, used where the API server does not
 	// support shared counters and multi-allocatable devices.
 	Legacy LegacyConfig `json:"legacy,omitempty"`
+
+	// Network configures network attachment on this node: the address pools of
+	// `ipam: node` (network.go).
+	Network NetworkConfig `json:"network,omitempty"`
 }
 
 // LegacyConfig configures the legacy device model.
@@ -143,6 +147,7 @@ func (c *Config) SetDefaults() {
 	for i := range c.Exclude {
 		c.Exclude[i].normalize()
 	}
+	c.setNetworkDefaults()
 }
 
 // Parse decodes a YAML or JSON configuration strictly (an unknown or duplicated field

@@ -1,0 +1,67 @@
+package ipam
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
+)
+
+func TestAllocate(t *testing.T) {
+	cfg, err := nodeconfig.Parse([]byte(`
+network:
+  addressPools:
+  - name: roce
+    subnet: 192.168.77.0/24
+    rangeStart: 192.168.77.10
+    rangeEnd: 192.168.77.12
+    exclude: [192.168.77.11]
+  - subnet: fd00:77::/64
+    rangeEnd: "fd00:77::2"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v4, ok := cfg.PoolFor(&discovery.Port{IBDev: "mlx5_8", Port: 1, LinkLayer: discovery.LinkLayerEthernet})
+	if !ok {
+		t.Fatal("no pool for the port")
+	}
+	mustParse := netip.MustParseAddr
+	tests := []struct {
+		name  string
+		r     nodeconfig.Range
+		inUse []string
+		want  string // empty: exhausted
+	}{
+		{"first", v4, nil, "192.168.77.10/24"},
+		{"skips used and excluded", v4, []string{"192.168.77.10"}, "192.168.77.12/24"},
+		{"exhausted", v4, []string{"192.168.77.10", "192.168.77.12"}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			used := map[netip.Addr]bool{}
+			for _, a := range tc.inUse {
+				used[mustParse(a)] = true
+			}
+			got, err := Allocate(tc.r, used)
+			switch {
+			case tc.want == "" && err == nil:
+				t.Fatalf("got %s, want an error", got)
+			case tc.want == "":
+				if want := "address pool roce (192.168.77.10 to 192.168.77.12) has no free address"; err.Error() != want {
+					t.Errorf("error %q, want %q", err, want)
+				}
+			case err != nil:
+				t.Fatal(err)
+			case got.String() != tc.want:
+				t.Errorf("got %s, want %s", got, tc.want)
+			}
+		})
+	}
+	// The IPv6 pool starts after the subnet-router anycast address.
+	v6 := cfg.Network.AddressPools[1]
+	if v6.Name != "pool1" {
+		t.Errorf("default name %q, want pool1", v6.Name)
+	}
+}
