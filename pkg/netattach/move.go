@@ -48,7 +48,7 @@ func snapshot(nl Netlink, l netlink.Link) (*HostSnapshot, error) {
 		if !ok || dst.Addr().IsLinkLocalUnicast() || dst.Addr().IsMulticast() {
 			continue
 		}
-		hr := HostRoute{Dst: dst.Masked(), Gateway: fromIP(rt.Gw), Src: fromIP(rt.Src), Priority: rt.Priority}
+		hr := HostRoute{Dst: dst.Masked(), Gateway: fromIP(rt.Gw), Src: fromIP(rt.Src), Priority: rt.Priority, Protocol: int(rt.Protocol)}
 		if rt.Table != 0 && rt.Table != unix.RT_TABLE_MAIN {
 			hr.Table = rt.Table
 		}
@@ -269,5 +269,6 @@ func hostRoute(l netlink.Link, hr HostRoute) *netlink.Route {
 	}
 	nr.Priority = hr.Priority
 	nr.Table = hr.Table
+	nr.Protocol = netlink.RouteProtocol(hr.Protocol)
 	return nr
 }

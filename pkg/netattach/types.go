@@ -108,6 +108,9 @@ type HostRoute struct {
 	Src      netip.Addr   `json:"src,omitzero"`
 	Priority int          `json:"priority,omitempty"`
 	Table    int          `json:"table,omitempty"`
+	// Protocol is who added the route (RTPROT_BOOT for `ip route add`, RTPROT_STATIC
+	// ...): restored as it was, so that routing daemons still recognise their routes.
+	Protocol int `json:"protocol,omitempty"`
 }
 
 // State is the journal of one attachment: saved (by the caller's Journal)

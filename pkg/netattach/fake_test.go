@@ -1,0 +1,578 @@
+package netattach
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// fakeWorld is an in-memory model of the kernel's network namespaces, as far as this
+// package uses them, with the kernel's rules that matter to attach and detach:
+// names are unique per namespace and renaming needs the link down; a move between
+// namespaces brings the link down and flushes its addresses and routes; bonds cannot
+// move; children (macvlan, ipvlan, IPoIB) die with their namespace or their parent,
+// physical links return to the root namespace (renamed devN if their name is taken);
+// routes need the link up and a reachable gateway; links going down lose their routes.
+type fakeWorld struct {
+	mu        sync.Mutex
+	nextIndex int
+	nextMAC   uint64
+	paths     map[string]int // netns path -> fd
+	links     map[int]*fakeLink
+	// failAt fails the failAt-th mutating operation (counting from 1) with EIO.
+	failAt, opCount int
+	ops             []string
+	// limbo holds physical links whose namespace died until finishReturn (the kernel
+	// returns them from a workqueue); only when deferReturn is set.
+	deferReturn bool
+	limbo       []*fakeLink
+}
+
+const rootFD = 1
+
+type fakeLink struct {
+	ns     int
+	kind   string // device, bond, veth, macvlan, ipvlan, ipoib
+	attrs  netlink.LinkAttrs
+	pkey   uint16
+	addrs  []netip.Prefix
+	routes []fakeRoute
+}
+
+type fakeRoute struct {
+	dst      netip.Prefix
+	gw, src  netip.Addr
+	priority int
+	table    int
+	proto    int
+}
+
+func newFakeWorld() *fakeWorld {
+	return &fakeWorld{nextIndex: 1, nextMAC: 0x0a5800000001, paths: map[string]int{"/host": rootFD}, links: map[int]*fakeLink{}}
+}
+
+// addNS creates a pod namespace reachable at path.
+func (w *fakeWorld) addNS(path string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.paths[path] = 100 + len(w.paths)
+}
+
+// addLink adds a link directly (fixture building, not counted as an operation).
+func (w *fakeWorld) addLink(ns int, kind, name, mac string, mtu int, up bool, master string) *fakeLink {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	hw, err := net.ParseMAC(mac)
+	if err != nil && kind != "ipoib" {
+		panic(err)
+	}
+	l := &fakeLink{ns: ns, kind: kind, attrs: netlink.LinkAttrs{Name: name, Index: w.nextIndex, HardwareAddr: hw, MTU: mtu}}
+	if kind == "ipoib" {
+		l.attrs.HardwareAddr = ipoibAddr(uint64(w.nextIndex))
+	}
+	w.nextIndex++
+	if up {
+		l.attrs.Flags = net.FlagUp
+	}
+	if master != "" {
+		l.attrs.MasterIndex = w.byName(ns, master).attrs.Index
+	}
+	w.links[l.attrs.Index] = l
+	return l
+}
+
+func ipoibAddr(v uint64) net.HardwareAddr {
+	b := make(net.HardwareAddr, 20)
+	b[1], b[2], b[3] = 0x00, 0x10, 0x49
+	for i := range 8 {
+		b[19-i] = byte(v >> (8 * i))
+	}
+	return b
+}
+
+func (w *fakeWorld) byName(ns int, name string) *fakeLink {
+	for _, l := range w.links {
+		if l.ns == ns && l.attrs.Name == name {
+			return l
+		}
+	}
+	return nil
+}
+
+// step counts a mutating operation and fails the chosen one.
+func (w *fakeWorld) step(op string) error {
+	w.opCount++
+	w.ops = append(w.ops, op)
+	if w.failAt == w.opCount {
+		return fmt.Errorf("injected failure of %s: %w", op, syscall.EIO)
+	}
+	return nil
+}
+
+// killNS destroys the namespace at path, as the kernel does when its last user goes.
+func (w *fakeWorld) killNS(path string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	fd := w.paths[path]
+	delete(w.paths, path)
+	for _, l := range w.sortedLinks(fd) {
+		switch {
+		case l.kind == "device" || (l.kind == "ipoib" && l.attrs.ParentIndex == 0):
+			l.attrs.Flags &^= net.FlagUp
+			l.addrs, l.routes = nil, nil
+			l.ns = -1
+			if w.deferReturn {
+				w.limbo = append(w.limbo, l)
+			} else {
+				w.returnToRoot(l)
+			}
+		default:
+			w.delete(l)
+		}
+	}
+}
+
+func (w *fakeWorld) returnToRoot(l *fakeLink) {
+	if w.byName(rootFD, l.attrs.Name) != nil {
+		l.attrs.Name = fmt.Sprintf("dev%d", l.attrs.Index)
+	}
+	l.ns = rootFD
+}
+
+// finishReturn lets the links of dead namespaces arrive in the root namespace.
+func (w *fakeWorld) finishReturn() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, l := range w.limbo {
+		w.returnToRoot(l)
+	}
+	w.limbo = nil
+}
+
+func (w *fakeWorld) delete(l *fakeLink) {
+	delete(w.links, l.attrs.Index)
+	for _, c := range w.links {
+		if c.attrs.ParentIndex == l.attrs.Index && c.kind != "device" {
+			w.delete(c)
+		}
+	}
+}
+
+func (w *fakeWorld) sortedLinks(ns int) []*fakeLink {
+	var out []*fakeLink
+	for _, l := range w.links {
+		if l.ns == ns {
+			out = append(out, l)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].attrs.Index < out[j].attrs.Index })
+	return out
+}
+
+// dump is a canonical text of one namespace (no ifindexes: children get new ones).
+func (w *fakeWorld) dump(path string) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	fd, ok := w.paths[path]
+	if !ok {
+		return "<gone>"
+	}
+	var b strings.Builder
+	for _, l := range w.sortedLinks(fd) {
+		parent, master := "", ""
+		if p := w.links[l.attrs.ParentIndex]; p != nil {
+			parent = p.attrs.Name
+		}
+		if m := w.links[l.attrs.MasterIndex]; m != nil {
+			master = m.attrs.Name
+		}
+		addrs := make([]string, 0, len(l.addrs))
+		for _, a := range l.addrs {
+			addrs = append(addrs, a.String())
+		}
+		slices.Sort(addrs)
+		routes := make([]string, 0, len(l.routes))
+		for _, r := range l.routes {
+			routes = append(routes, fmt.Sprintf("%s gw %s src %s metric %d table %d proto %d", r.dst, r.gw, r.src, r.priority, r.table, r.proto))
+		}
+		slices.Sort(routes)
+		fmt.Fprintf(&b, "%s %s mac=%s mtu=%d up=%v parent=%s master=%s pkey=%#x addrs=%v routes=%v\n",
+			l.attrs.Name, l.kind, l.attrs.HardwareAddr, l.attrs.MTU, l.attrs.Flags&net.FlagUp != 0, parent, master, l.pkey, addrs, routes)
+	}
+	return b.String()
+}
+
+// fakeNamespaces opens the fake world's namespaces.
+type fakeNamespaces struct{ w *fakeWorld }
+
+func (f fakeNamespaces) Host(context.Context) (Namespace, error) {
+	return f.Open(context.Background(), "/host")
+}
+
+func (f fakeNamespaces) Open(_ context.Context, path string) (Namespace, error) {
+	f.w.mu.Lock()
+	defer f.w.mu.Unlock()
+	fd, ok := f.w.paths[path]
+	if !ok {
+		return nil, fmt.Errorf("%s: %w", path, ErrNamespaceGone)
+	}
+	return fakeNS{h: &fakeHandle{w: f.w, ns: fd}}, nil
+}
+
+type fakeNS struct{ h *fakeHandle }
+
+func (n fakeNS) Netlink() Netlink { return n.h }
+func (n fakeNS) FD() int          { return n.h.ns }
+func (n fakeNS) Close() error     { return nil }
+
+// fakeHandle is a Netlink bound to one fake namespace.
+type fakeHandle struct {
+	w  *fakeWorld
+	ns int
+}
+
+func (h *fakeHandle) object(l *fakeLink) netlink.Link {
+	a := l.attrs
+	a.HardwareAddr = slices.Clone(l.attrs.HardwareAddr)
+	switch l.kind {
+	case "bond":
+		return &netlink.Bond{LinkAttrs: a}
+	case "veth":
+		return &netlink.Veth{LinkAttrs: a}
+	case "macvlan":
+		return &netlink.Macvlan{LinkAttrs: a, Mode: netlink.MACVLAN_MODE_BRIDGE}
+	case "ipvlan":
+		return &netlink.IPVlan{LinkAttrs: a, Mode: netlink.IPVLAN_MODE_L2}
+	case "ipoib":
+		return &netlink.IPoIB{LinkAttrs: a, Pkey: l.pkey}
+	}
+	return &netlink.Device{LinkAttrs: a}
+}
+
+func notFound(what string) error { return fmt.Errorf("link %s not found: %w", what, syscall.ENODEV) }
+
+// find resolves a link argument the way netlink does: by index, else by name.
+func (h *fakeHandle) find(link netlink.Link) (*fakeLink, error) {
+	a := link.Attrs()
+	if a.Index != 0 {
+		if l := h.w.links[a.Index]; l != nil && l.ns == h.ns {
+			return l, nil
+		}
+		return nil, notFound(fmt.Sprint(a.Index))
+	}
+	if l := h.w.byName(h.ns, a.Name); l != nil {
+		return l, nil
+	}
+	return nil, notFound(a.Name)
+}
+
+func (h *fakeHandle) LinkByName(name string) (netlink.Link, error) {
+	h.w.mu.Lock()
+	defer h.w.mu.Unlock()
+	if l := h.w.byName(h.ns, name); l != nil {
+		return h.object(l), nil
+	}
+	return nil, notFound(name)
+}
+
+func (h *fakeHandle) LinkList() ([]netlink.Link, error) {
+	h.w.mu.Lock()
+	defer h.w.mu.Unlock()
+	var out []netlink.Link
+	for _, l := range h.w.sortedLinks(h.ns) {
+		out = append(out, h.object(l))
+	}
+	return out, nil
+}
+
+func (h *fakeHandle) LinkAdd(link netlink.Link) error {
+	h.w.mu.Lock()
+	defer h.w.mu.Unlock()
+	if err := h.w.step("LinkAdd " + link.Attrs().Name); err != nil {
+		return err
+	}
+	a := link.Attrs()
+	if err := validIfName(a.Name); err != nil {
+		return fmt.Errorf("%v: %w", err, syscall.EINVAL)
+	}
+	if h.w.byName(h.ns, a.Name) != nil {
+		return syscall.EEXIST
+	}
+	parent := h.w.links[a.ParentIndex]
+	if parent == nil || parent.ns != h.ns {
+		return fmt.Errorf("parent %d: %w", a.ParentIndex, syscall.EINVAL)
+	}
+	l := &fakeLink{ns: h.ns, kind: link.Type(), attrs: netlink.LinkAttrs{Name: a.Name, Index: h.w.nextIndex, ParentIndex: parent.attrs.Index, MTU: a.MTU}}
+	h.w.nextIndex++
+	switch l.kind {
+	case "macvlan", "ipvlan":
+		if parent.kind == "ipoib" {
+			return fmt.Errorf("%s on a non-Ethernet parent: %w", l.kind, syscall.EINVAL)
+		}
+		if l.kind == "macvlan" {
+			h.w.nextMAC++
+			l.attrs.HardwareAddr = macFrom(h.w.nextMAC)
+		} else {
+			l.attrs.HardwareAddr = slices.Clone(parent.attrs.HardwareAddr)
+		}
+	case "ipoib":
+		if parent.kind != "ipoib" {
+			return fmt.Errorf("ipoib child on a non-IPoIB parent: %w", syscall.EINVAL)
+		}
+		l.pkey = link.(*netlink.IPoIB).Pkey
+		l.attrs.HardwareAddr = ipoibAddr(uint64(l.attrs.Index))
+	default:
+		return fmt.Errorf("fake cannot create %s links: %w", l.kind, syscall.EOPNOTSUPP)
+	}
+	if l.attrs.MTU == 0 {
+		l.attrs.MTU = parent.attrs.MTU
+	}
+	if l.attrs.MTU > parent.attrs.MTU {
+		return fmt.Errorf("mtu above the parent's: %w", syscall.EINVAL)
+	}
+	h.w.links[l.attrs.Index] = l
+	return nil
+}
+
+func macFrom(v uint64) net.HardwareAddr {
+	b := make(net.HardwareAddr, 6)
+	for i := range 6 {
+		b[5-i] = byte(v >> (8 * i))
+	}
+	b[0] = b[0]&^1 | 2 // locally administered unicast, like the kernel's random MACs
+	return b
+}
+
+// mutate runs f on the link after counting the operation.
+func (h *fakeHandle) mutate(op string, link netlink.Link, f func(*fakeLink) error) error {
+	h.w.mu.Lock()
+	defer h.w.mu.Unlock()
+	if err := h.w.step(op + " " + link.Attrs().Name); err != nil {
+		return err
+	}
+	l, err := h.find(link)
+	if err != nil {
+		return err
+	}
+	return f(l)
+}
+
+func (h *fakeHandle) LinkDel(link netlink.Link) error {
+	return h.mutate("LinkDel", link, func(l *fakeLink) error {
+		if l.kind == "device" {
+			return fmt.Errorf("cannot delete a physical link: %w", syscall.EOPNOTSUPP)
+		}
+		h.w.delete(l)
+		return nil
+	})
+}
+
+func (h *fakeHandle) LinkSetUp(link netlink.Link) error {
+	return h.mutate("LinkSetUp", link, func(l *fakeLink) error {
+		if l.attrs.Flags&net.FlagUp == 0 {
+			l.attrs.Flags |= net.FlagUp
+			for _, p := range l.addrs {
+				l.addPrefixRoute(p)
+			}
+		}
+		return nil
+	})
+}
+
+func (l *fakeLink) addPrefixRoute(p netip.Prefix) {
+	if p.Addr().Is4() {
+		l.routes = append(l.routes, fakeRoute{dst: p.Masked(), src: p.Addr(), proto: unix.RTPROT_KERNEL})
+	}
+}
+
+func (h *fakeHandle) LinkSetDown(link netlink.Link) error {
+	return h.mutate("LinkSetDown", link, func(l *fakeLink) error {
+		l.attrs.Flags &^= net.FlagUp
+		l.routes = nil
+		return nil
+	})
+}
+
+func (h *fakeHandle) LinkSetName(link netlink.Link, name string) error {
+	return h.mutate("LinkSetName", link, func(l *fakeLink) error {
+		if err := validIfName(name); err != nil {
+			return syscall.EINVAL
+		}
+		if l.attrs.Flags&net.FlagUp != 0 {
+			return syscall.EBUSY
+		}
+		if o := h.w.byName(h.ns, name); o != nil && o != l {
+			return syscall.EEXIST
+		}
+		l.attrs.Name = name
+		return nil
+	})
+}
+
+func (h *fakeHandle) LinkSetMTU(link netlink.Link, mtu int) error {
+	return h.mutate("LinkSetMTU", link, func(l *fakeLink) error {
+		if p := h.w.links[l.attrs.ParentIndex]; p != nil && mtu > p.attrs.MTU {
+			return syscall.EINVAL
+		}
+		l.attrs.MTU = mtu
+		return nil
+	})
+}
+
+func (h *fakeHandle) LinkSetNsFd(link netlink.Link, fd int) error {
+	return h.mutate("LinkSetNsFd", link, func(l *fakeLink) error {
+		if l.kind == "bond" {
+			return fmt.Errorf("bond devices are local to their namespace: %w", syscall.EINVAL)
+		}
+		if h.w.byName(fd, l.attrs.Name) != nil {
+			return syscall.EEXIST
+		}
+		l.attrs.Flags &^= net.FlagUp
+		l.addrs, l.routes = nil, nil
+		l.ns = fd
+		return nil
+	})
+}
+
+func (h *fakeHandle) AddrList(link netlink.Link, family int) ([]netlink.Addr, error) {
+	h.w.mu.Lock()
+	defer h.w.mu.Unlock()
+	l, err := h.find(link)
+	if err != nil {
+		return nil, err
+	}
+	var out []netlink.Addr
+	for _, p := range l.addrs {
+		if family == netlink.FAMILY_ALL || (family == netlink.FAMILY_V4) == p.Addr().Is4() {
+			out = append(out, netlink.Addr{IPNet: toIPNet(p), LinkIndex: l.attrs.Index})
+		}
+	}
+	return out, nil
+}
+
+func (h *fakeHandle) AddrAdd(link netlink.Link, addr *netlink.Addr) error {
+	return h.mutate("AddrAdd", link, func(l *fakeLink) error {
+		p, ok := fromIPNet(addr.IPNet)
+		if !ok {
+			return syscall.EINVAL
+		}
+		if slices.Contains(l.addrs, p) {
+			return syscall.EEXIST
+		}
+		l.addrs = append(l.addrs, p)
+		if l.attrs.Flags&net.FlagUp != 0 {
+			l.addPrefixRoute(p)
+		}
+		return nil
+	})
+}
+
+func (h *fakeHandle) AddrDel(link netlink.Link, addr *netlink.Addr) error {
+	return h.mutate("AddrDel", link, func(l *fakeLink) error {
+		p, _ := fromIPNet(addr.IPNet)
+		i := slices.Index(l.addrs, p)
+		if i < 0 {
+			return syscall.EADDRNOTAVAIL
+		}
+		l.addrs = slices.Delete(l.addrs, i, i+1)
+		return nil
+	})
+}
+
+func (h *fakeHandle) RouteList(link netlink.Link, family int) ([]netlink.Route, error) {
+	h.w.mu.Lock()
+	defer h.w.mu.Unlock()
+	var out []netlink.Route
+	for _, l := range h.w.sortedLinks(h.ns) {
+		if link != nil && l.attrs.Index != link.Attrs().Index {
+			continue
+		}
+		for _, r := range l.routes {
+			if family != netlink.FAMILY_ALL && (family == netlink.FAMILY_V4) != r.dst.Addr().Is4() {
+				continue
+			}
+			nr := netlink.Route{LinkIndex: l.attrs.Index, Dst: toIPNet(r.dst), Priority: r.priority, Table: r.table, Protocol: netlink.RouteProtocol(r.proto)}
+			if r.gw.IsValid() {
+				nr.Gw = net.IP(r.gw.AsSlice())
+			}
+			if r.src.IsValid() {
+				nr.Src = net.IP(r.src.AsSlice())
+			}
+			if nr.Table == 0 {
+				nr.Table = unix.RT_TABLE_MAIN
+			}
+			out = append(out, nr)
+		}
+	}
+	return out, nil
+}
+
+func (h *fakeHandle) RouteAdd(route *netlink.Route) error {
+	return h.mutate("RouteAdd", &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: route.LinkIndex}}, func(l *fakeLink) error {
+		if l.attrs.Flags&net.FlagUp == 0 {
+			return syscall.ENETDOWN
+		}
+		dst, ok := fromIPNet(route.Dst)
+		if !ok {
+			return syscall.EINVAL
+		}
+		r := fakeRoute{dst: dst.Masked(), gw: fromIP(route.Gw), src: fromIP(route.Src), priority: route.Priority, table: route.Table, proto: int(route.Protocol)}
+		if r.proto == 0 {
+			r.proto = unix.RTPROT_BOOT // what the kernel records for a route added without one
+		}
+		if r.table == unix.RT_TABLE_MAIN {
+			r.table = 0
+		}
+		if r.gw.IsValid() && !slices.ContainsFunc(l.addrs, func(p netip.Prefix) bool { return p.Masked().Contains(r.gw) }) {
+			return syscall.ENETUNREACH
+		}
+		for _, o := range l.routes {
+			if o.dst == r.dst && o.table == r.table && o.priority == r.priority {
+				return syscall.EEXIST
+			}
+		}
+		l.routes = append(l.routes, r)
+		return nil
+	})
+}
+
+func (h *fakeHandle) RouteDel(route *netlink.Route) error {
+	return h.mutate("RouteDel", &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: route.LinkIndex}}, func(l *fakeLink) error {
+		dst, _ := fromIPNet(route.Dst)
+		i := slices.IndexFunc(l.routes, func(r fakeRoute) bool { return r.dst == dst.Masked() })
+		if i < 0 {
+			return syscall.ESRCH
+		}
+		l.routes = slices.Delete(l.routes, i, i+1)
+		return nil
+	})
+}
+
+// addRoute adds a fixture route directly.
+func (w *fakeWorld) addRoute(l *fakeLink, dst, gw string, proto int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r := fakeRoute{dst: netip.MustParsePrefix(dst), proto: proto}
+	if gw != "" {
+		r.gw = netip.MustParseAddr(gw)
+	}
+	l.routes = append(l.routes, r)
+}
+
+func (w *fakeWorld) addAddr(l *fakeLink, p string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	l.addrs = append(l.addrs, netip.MustParsePrefix(p))
+	if l.attrs.Flags&net.FlagUp != 0 {
+		l.addPrefixRoute(netip.MustParsePrefix(p))
+	}
+}
