@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
@@ -120,21 +122,31 @@ func startPlugin(ctx context.Context, kube kubernetes.Interface, o PluginOptions
 		return nil, err
 	}
 	p := &Plugin{Opts: o, SysRoot: sysRoot, Socket: filepath.Join(plugins, devicemodel.DefaultDriverName, "dra.sock"), proc: proc}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	// Ready means serving and the whole pool in the API server: the measurements that
+	// follow read the pool's devices at once.
+	var notReady error
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 		if proc.exited() {
-			return nil, fmt.Errorf("plugin for %s exited: %v; see %s", o.NodeName, proc.err, o.LogFile)
+			return false, fmt.Errorf("plugin for %s exited: %v; see %s", o.NodeName, proc.err, o.LogFile)
 		}
-		if _, err := os.Stat(p.Socket); err == nil {
-			if n, err := p.sliceCount(ctx, kube); err == nil && n > 0 {
-				break
-			}
+		if _, notReady = os.Stat(p.Socket); notReady != nil {
+			return false, nil
 		}
-		if time.Now().After(deadline) {
-			p.Stop(ctx)
-			return nil, fmt.Errorf("plugin for %s not ready after 60s; see %s", o.NodeName, o.LogFile)
+		slices, err := nodeSlices(ctx, kube, o.NodeName)
+		if err != nil {
+			notReady = err
+			return false, nil
 		}
-		time.Sleep(100 * time.Millisecond)
+		devices, err := completePool(slices, devicemodel.DefaultDriverName, p.Pool())
+		if err == nil && len(devices) == 0 {
+			err = fmt.Errorf("pool %s has no devices", p.Pool())
+		}
+		notReady = err
+		return err == nil, nil
+	})
+	if err != nil {
+		p.Stop(ctx)
+		return nil, fmt.Errorf("plugin for %s not ready: %w (last: %v); see %s", o.NodeName, err, notReady, o.LogFile)
 	}
 	klog.FromContext(ctx).Info("Plugin is running", "node", o.NodeName, "pid", proc.Pid(), "ports", o.Ports)
 	return p, nil
@@ -149,10 +161,41 @@ func (p *Plugin) Pid() int { return p.proc.Pid() }
 // Stop stops the plugin.
 func (p *Plugin) Stop(ctx context.Context) { p.proc.stop(ctx, 10*time.Second) }
 
-// sliceCount is the number of ResourceSlices of the plugin's node.
-func (p *Plugin) sliceCount(ctx context.Context, kube kubernetes.Interface) (int, error) {
-	slices, err := nodeSlices(ctx, kube, p.Opts.NodeName)
-	return len(slices), err
+// completePool returns the devices of the driver's pool once slices hold all of it, in slice name
+// order: every slice of the pool's newest generation is there, as many as that
+// generation says the pool has. Slices of older generations are left out, as the
+// scheduler leaves them out. A pool is never judged by "some slices exist": the
+// resourceslice controller creates a pool's slices one request at a time, and the device
+// model puts the counter slices first (devicemodel's pack), so for a moment a node has a
+// slice and no device at all.
+func completePool(slices []resourceapi.ResourceSlice, driver, pool string) ([]resourceapi.Device, error) {
+	var newest []*resourceapi.ResourceSlice
+	for i := range slices {
+		s := &slices[i]
+		switch {
+		case s.Spec.Driver != driver || s.Spec.Pool.Name != pool:
+		case len(newest) == 0 || s.Spec.Pool.Generation > newest[0].Spec.Pool.Generation:
+			newest = []*resourceapi.ResourceSlice{s}
+		case s.Spec.Pool.Generation == newest[0].Spec.Pool.Generation:
+			newest = append(newest, s)
+		}
+	}
+	if len(newest) == 0 {
+		return nil, fmt.Errorf("pool %s not published", pool)
+	}
+	gen, want := newest[0].Spec.Pool.Generation, newest[0].Spec.Pool.ResourceSliceCount
+	if int64(len(newest)) != want {
+		return nil, fmt.Errorf("pool %s generation %d: %d of %d slices published", pool, gen, len(newest), want)
+	}
+	sort.Slice(newest, func(i, j int) bool { return newest[i].Name < newest[j].Name })
+	var devices []resourceapi.Device
+	for _, s := range newest {
+		if s.Spec.Pool.ResourceSliceCount != want {
+			return nil, fmt.Errorf("pool %s generation %d: slices disagree on the slice count (%d, %d)", pool, gen, want, s.Spec.Pool.ResourceSliceCount)
+		}
+		devices = append(devices, s.Spec.Devices...)
+	}
+	return devices, nil
 }
 
 // nodeSlices lists the ResourceSlices of one node.

@@ -23,23 +23,26 @@ import (
 // benchNamespace holds the harness's claims.
 const benchNamespace = "rdma-bench"
 
-// sharedDevices returns the names of the shared devices the node publishes, in slice
-// order.
-func sharedDevices(ctx context.Context, kube kubernetes.Interface, node string) ([]string, error) {
-	slices, err := nodeSlices(ctx, kube, node)
+// sharedDevices returns the names of the shared devices in the plugin's pool, in slice
+// order. The pool must be complete (startPlugin waited for that); a complete pool without
+// shared devices is a fault of the plugin, not something to wait out.
+func sharedDevices(ctx context.Context, kube kubernetes.Interface, p *Plugin) ([]string, error) {
+	slices, err := nodeSlices(ctx, kube, p.Opts.NodeName)
 	if err != nil {
 		return nil, err
 	}
+	devices, err := completePool(slices, devicemodel.DefaultDriverName, p.Pool())
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", p.Opts.NodeName, err)
+	}
 	var out []string
-	for _, s := range slices {
-		for _, d := range s.Spec.Devices {
-			if m, _ := devicemodel.LookupAttribute(s.Spec.Driver, &d, devicemodel.AttributeDomain+"/mode"); m.StringValue != nil && *m.StringValue == string(devicemodel.ModeShared) {
-				out = append(out, d.Name)
-			}
+	for i := range devices {
+		if m, _ := devicemodel.LookupAttribute(devicemodel.DefaultDriverName, &devices[i], devicemodel.AttributeDomain+"/mode"); m.StringValue != nil && *m.StringValue == string(devicemodel.ModeShared) {
+			out = append(out, devices[i].Name)
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("node %s publishes no shared devices", node)
+		return nil, fmt.Errorf("node %s publishes no shared devices in its complete pool %s (%d devices)", p.Opts.NodeName, p.Pool(), len(devices))
 	}
 	return out, nil
 }
@@ -48,7 +51,7 @@ func sharedDevices(ctx context.Context, kube kubernetes.Interface, node string) 
 // ports, starting at a rotating port) and writes their allocation for the plugin's pool
 // through the status subresource, as the scheduler would.
 func createAllocatedClaims(ctx context.Context, kube kubernetes.Interface, p *Plugin, prefix string, n, k int) ([]*drapb.Claim, error) {
-	devices, err := sharedDevices(ctx, kube, p.Opts.NodeName)
+	devices, err := sharedDevices(ctx, kube, p)
 	if err != nil {
 		return nil, err
 	}
