@@ -33,10 +33,12 @@ func childType(m Mode) string {
 	}
 }
 
-// attachChild creates the child under a temporary name in the host namespace (where
-// its parent is), moves it into the pod, renames it and configures it. Creating it in
-// the host and moving it is what lets a pod's child exist at all (its parent stays in
-// the host); the temporary name keeps two pods' "net1" from colliding there.
+// attachChild creates the child on its parent in the host namespace and, in the same
+// netlink request (IFLA_NET_NS_FD), places it in the pod's namespace under a temporary
+// name; then renames it and configures it. One request instead of a create and a move
+// saves a namespace change (a synchronize_net in the kernel, about 15 ms on a loaded
+// node) and leaves no moment where the child is in the host. The temporary name is
+// unique to this attachment, so Detach can tell the child from anything else there.
 func (r *run) attachChild() error {
 	spec := r.st.Spec
 	hnl := r.host.Netlink()
@@ -50,24 +52,18 @@ func (r *run) attachChild() error {
 	if err := r.commit(); err != nil {
 		return err
 	}
-	if err := hnl.LinkAdd(childLink(spec, parent, r.st.TempName)); err != nil {
-		return fmt.Errorf("create %s child %s of %s: %w", childType(spec.Mode), r.st.TempName, spec.HostNetdev, err)
+	child := childLink(spec, parent, r.st.TempName)
+	child.Attrs().Namespace = netlink.NsFd(r.pod.FD())
+	if err := hnl.LinkAdd(child); err != nil {
+		return fmt.Errorf("create %s child %s of %s in the pod: %w", childType(spec.Mode), r.st.TempName, spec.HostNetdev, err)
 	}
-	child, err := hnl.LinkByName(r.st.TempName)
-	if err != nil {
-		return fmt.Errorf("look up new child %s: %w", r.st.TempName, err)
+	pnl := r.pod.Netlink()
+	if child, err = pnl.LinkByName(r.st.TempName); err != nil {
+		return fmt.Errorf("look up new child %s in the pod: %w", r.st.TempName, err)
 	}
 	r.st.HardwareAddr = child.Attrs().HardwareAddr.String()
 	if err := r.commit(); err != nil {
 		return err
-	}
-	if err := hnl.LinkSetNsFd(child, r.pod.FD()); err != nil {
-		return fmt.Errorf("move child %s into the pod: %w", r.st.TempName, err)
-	}
-	pnl := r.pod.Netlink()
-	child, err = pnl.LinkByName(r.st.TempName)
-	if err != nil {
-		return fmt.Errorf("look up child %s in the pod: %w", r.st.TempName, err)
 	}
 	if err := pnl.LinkSetName(child, spec.PodIfName); err != nil {
 		return fmt.Errorf("rename child %s to %s in the pod: %w", r.st.TempName, spec.PodIfName, err)
@@ -91,9 +87,9 @@ func (r *run) detachChild() error {
 }
 
 // deleteOurChild deletes the link called name in nl if it is this attachment's child:
-// of the mode's kind, and with the recorded hardware address (the temporary name alone
-// suffices in the host, where it is unique to this attachment; in the pod the child can
-// only be if its address was recorded before it moved).
+// of the mode's kind and, under the pod name, with the recorded hardware address (the
+// temporary name alone identifies it: it is unique to this attachment, and the address
+// is recorded only after the child exists).
 func (r *run) deleteOurChild(nl Netlink, name, where string) error {
 	if name == "" {
 		return nil
@@ -102,13 +98,9 @@ func (r *run) deleteOurChild(nl Netlink, name, where string) error {
 	if err != nil || l == nil {
 		return err
 	}
-	if l.Type() != childType(r.st.Spec.Mode) {
-		r.log.V(2).Info("Link is not this attachment's child, leaving it", "link", name, "where", where, "type", l.Type())
-		return nil
-	}
-	mac := l.Attrs().HardwareAddr.String()
-	if r.st.HardwareAddr != "" && mac != r.st.HardwareAddr || r.st.HardwareAddr == "" && (where == "pod" || name != r.st.TempName) {
-		r.log.V(2).Info("Link is not this attachment's child, leaving it", "link", name, "where", where, "hardwareAddr", mac)
+	mac := l.Attrs().HardwareAddr
+	if l.Type() != childType(r.st.Spec.Mode) || name != r.st.TempName && !sameMAC(mac, r.st.HardwareAddr) {
+		r.log.V(2).Info("Link is not this attachment's child, leaving it", "link", name, "where", where, "type", l.Type(), "hardwareAddr", mac.String())
 		return nil
 	}
 	if err := nl.LinkDel(l); err != nil && !isNotFound(err) {

@@ -304,14 +304,18 @@ func (h *fakeHandle) LinkAdd(link netlink.Link) error {
 	if err := validIfName(a.Name); err != nil {
 		return fmt.Errorf("%v: %w", err, syscall.EINVAL)
 	}
-	if h.w.byName(h.ns, a.Name) != nil {
+	dest := h.ns // IFLA_NET_NS_FD: the parent is looked up here, the link made there
+	if fd, ok := a.Namespace.(netlink.NsFd); ok {
+		dest = int(fd)
+	}
+	if h.w.byName(dest, a.Name) != nil {
 		return syscall.EEXIST
 	}
 	parent := h.w.links[a.ParentIndex]
 	if parent == nil || parent.ns != h.ns {
 		return fmt.Errorf("parent %d: %w", a.ParentIndex, syscall.EINVAL)
 	}
-	l := &fakeLink{ns: h.ns, kind: link.Type(), attrs: netlink.LinkAttrs{Name: a.Name, Index: h.w.nextIndex, ParentIndex: parent.attrs.Index, MTU: a.MTU}}
+	l := &fakeLink{ns: dest, kind: link.Type(), attrs: netlink.LinkAttrs{Name: a.Name, Index: h.w.nextIndex, ParentIndex: parent.attrs.Index, MTU: a.MTU}}
 	h.w.nextIndex++
 	switch l.kind {
 	case "macvlan", "ipvlan":

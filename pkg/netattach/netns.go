@@ -9,6 +9,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // HostNamespaces returns the real Namespaces: netlink handles bound to namespaces by
@@ -37,7 +38,7 @@ func openNS(path string) (Namespace, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	h, err := netlink.NewHandleAt(fd)
+	h, err := netlink.NewHandleAt(fd, unix.NETLINK_ROUTE) // one socket: the other families cost a setns each
 	if err != nil {
 		_ = fd.Close()
 		return nil, fmt.Errorf("netlink handle in %s: %w", path, err)
