@@ -457,7 +457,7 @@ func (h *fakeHandle) AddrList(link netlink.Link, family int) ([]netlink.Addr, er
 	var out []netlink.Addr
 	for _, p := range l.addrs {
 		if family == netlink.FAMILY_ALL || (family == netlink.FAMILY_V4) == p.Addr().Is4() {
-			out = append(out, netlink.Addr{IPNet: toIPNet(p), LinkIndex: l.attrs.Index})
+			out = append(out, netlink.Addr{IPNet: toIPNet(p), LinkIndex: l.attrs.Index, Flags: unix.IFA_F_PERMANENT})
 		}
 	}
 	return out, nil
@@ -476,18 +476,6 @@ func (h *fakeHandle) AddrAdd(link netlink.Link, addr *netlink.Addr) error {
 		if l.attrs.Flags&net.FlagUp != 0 {
 			l.addPrefixRoute(p)
 		}
-		return nil
-	})
-}
-
-func (h *fakeHandle) AddrDel(link netlink.Link, addr *netlink.Addr) error {
-	return h.mutate("AddrDel", link, func(l *fakeLink) error {
-		p, _ := fromIPNet(addr.IPNet)
-		i := slices.Index(l.addrs, p)
-		if i < 0 {
-			return syscall.EADDRNOTAVAIL
-		}
-		l.addrs = slices.Delete(l.addrs, i, i+1)
 		return nil
 	})
 }
@@ -545,18 +533,6 @@ func (h *fakeHandle) RouteAdd(route *netlink.Route) error {
 			}
 		}
 		l.routes = append(l.routes, r)
-		return nil
-	})
-}
-
-func (h *fakeHandle) RouteDel(route *netlink.Route) error {
-	return h.mutate("RouteDel", &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: route.LinkIndex}}, func(l *fakeLink) error {
-		dst, _ := fromIPNet(route.Dst)
-		i := slices.IndexFunc(l.routes, func(r fakeRoute) bool { return r.dst == dst.Masked() })
-		if i < 0 {
-			return syscall.ESRCH
-		}
-		l.routes = slices.Delete(l.routes, i, i+1)
 		return nil
 	})
 }

@@ -34,6 +34,9 @@ func snapshot(nl Netlink, l netlink.Link) (*HostSnapshot, error) {
 		if !ok || p.Addr().IsLinkLocalUnicast() || p.Addr().IsLoopback() {
 			continue // link-local addresses are made by the kernel wherever the link is
 		}
+		if p.Addr().Is6() && a.Flags&unix.IFA_F_PERMANENT == 0 {
+			continue // autoconfigured (SLAAC): router advertisements bring it back
+		}
 		s.Addresses = append(s.Addresses, p)
 	}
 	routes, err := nl.RouteList(l, netlink.FAMILY_ALL)

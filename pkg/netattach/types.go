@@ -172,10 +172,8 @@ type Netlink interface {
 	LinkSetNsFd(link netlink.Link, fd int) error
 	AddrList(link netlink.Link, family int) ([]netlink.Addr, error)
 	AddrAdd(link netlink.Link, addr *netlink.Addr) error
-	AddrDel(link netlink.Link, addr *netlink.Addr) error
 	RouteList(link netlink.Link, family int) ([]netlink.Route, error)
 	RouteAdd(route *netlink.Route) error
-	RouteDel(route *netlink.Route) error
 }
 
 // Namespace is an open network namespace: a netlink handle in it and a file
