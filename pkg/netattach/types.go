@@ -1,12 +1,3 @@
-// Package netattach attaches the network of an RDMA port into a pod's network
-// namespace and undoes it, crash-safely: a macvlan/ipvlan/IPoIB child of the
-// port's netdev, or the netdev (or bond) itself moved into the pod, with
-// addresses, routes and, in the kernel's exclusive RDMA netns mode, the RDMA
-// device itself. It also finds the RoCE v2 GID index of the pod's own address.
-//
-// Every step that changes the system is preceded by a save of the State
-// through the caller's Journal, so the State always describes at least what
-// was done and Detach converges from any point after a crash.
 package netattach
 
 import (
