@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -30,6 +31,9 @@ const (
 	// ToolboxImage is the shell image the cluster imports.
 	ToolboxImage = "localhost/toolbox:latest"
 )
+
+// ControllerDeployment is the controller's (and webhook's) Deployment.
+const ControllerDeployment = "rdma-dra-driver-controller"
 
 // Env is the local cluster as `_output/local-cluster/env` describes it.
 type Env struct {
@@ -149,19 +153,25 @@ func Eventually(t *testing.T, ctx context.Context, timeout, interval time.Durati
 	}
 }
 
-// Poll is Eventually without a test: it returns the last error after timeout.
+// Poll is Eventually without a test: it checks at once and then every interval, and
+// returns the last error of check after timeout. An error of a check cut short by the
+// deadline does not hide the one before it, which says what was still missing.
 func Poll(ctx context.Context, timeout, interval time.Duration, check func(ctx context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	var last error
-	for {
-		if last = check(ctx); last == nil {
-			return nil
+	err := wait.PollUntilContextTimeout(ctx, interval, timeout, true, func(ctx context.Context) (bool, error) {
+		err := check(ctx)
+		if err != nil && ctx.Err() != nil && last != nil {
+			return false, nil
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("after %s: %w", timeout, last)
-		case <-time.After(interval):
-		}
+		last = err
+		return err == nil, nil
+	})
+	switch {
+	case err == nil:
+		return nil
+	case last != nil:
+		return fmt.Errorf("after %s: %w", timeout, last)
+	default:
+		return fmt.Errorf("after %s: %w", timeout, err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 )
 
@@ -32,13 +33,16 @@ func (e *Env) NewNamespace(t *testing.T, prefix string) string {
 		t.Fatalf("create namespace: %v", err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 		defer cancel()
 		if t.Failed() {
 			e.DumpNamespace(t, ctx, ns.Name)
 		}
 		_ = e.Client.CoreV1().Namespaces().Delete(ctx, ns.Name, metav1.DeleteOptions{})
-		err := Poll(ctx, 2*time.Minute, time.Second, func(ctx context.Context) error {
+		// Until the namespace is gone its pods may hold claims, and the next test would
+		// find ports taken: a namespace that stays is this test's failure, with what
+		// is left in it.
+		err := Poll(ctx, 3*time.Minute, time.Second, func(ctx context.Context) error {
 			_, err := e.Client.CoreV1().Namespaces().Get(ctx, ns.Name, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
 				return nil
@@ -47,6 +51,13 @@ func (e *Env) NewNamespace(t *testing.T, prefix string) string {
 		})
 		if err != nil {
 			t.Errorf("delete namespace: %v", err)
+			pods, err := e.Client.CoreV1().Pods(ns.Name).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return
+			}
+			for _, p := range pods.Items {
+				t.Errorf("left in %s: %s", ns.Name, e.Diagnose(ctx, ns.Name, p.Name, errors.New("pod not gone with its namespace")))
+			}
 		}
 	})
 	return ns.Name
@@ -205,13 +216,12 @@ func (e *Env) DeletePod(t *testing.T, ns, name string) {
 	if err := e.Client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatalf("delete pod %s/%s: %v", ns, name, err)
 	}
-	Eventually(t, ctx, 2*time.Minute, 500*time.Millisecond, "pod "+name+" gone", func(ctx context.Context) error {
-		_, err := e.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return errors.New("still there")
-	})
+	// The kubelet unprepares the pod's claims before the pod goes away, so a pod that
+	// stays is often a driver that does not unprepare.
+	_, err := e.WaitPod(ctx, ns, name, 2*time.Minute, func(*corev1.Pod) (bool, error) { return false, nil })
+	if !errors.Is(err, errPodGone) {
+		e.FailPod(t, ns, name, fmt.Errorf("pod not gone after it was deleted: %w", err))
+	}
 }
 
 // Report is what a ReportPod's container printed.
@@ -277,59 +287,62 @@ func (r Report) DeviceNames() []string {
 	return out
 }
 
-// WaitReport waits for the pod to run and its container to print the whole report.
+// WaitReport waits for the pod to run and then for its container to have printed the
+// whole report, and returns the report. The pod is judged by its status; its log is read
+// with retries (see WaitLogs). On failure the test ends with the pod's diagnosis.
 func (e *Env) WaitReport(t *testing.T, ns, name string) Report {
 	t.Helper()
-	ctx := Context(t, 3*time.Minute)
-	var logs string
-	Eventually(t, ctx, 2*time.Minute, time.Second, "report of pod "+ns+"/"+name, func(ctx context.Context) error {
-		pod, err := e.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if pod.Status.Phase != corev1.PodRunning {
-			return fmt.Errorf("phase %s", pod.Status.Phase)
-		}
-		b, err := e.Client.CoreV1().Pods(ns).GetLogs(name, &corev1.PodLogOptions{}).DoRaw(ctx)
-		if err != nil {
-			return err
-		}
-		logs = string(b)
-		if !strings.Contains(logs, "--- end") {
-			return errors.New("report incomplete")
-		}
-		return nil
-	})
+	ctx := Context(t, 6*time.Minute)
+	if _, err := e.WaitPod(ctx, ns, name, 3*time.Minute, Running); err != nil {
+		e.FailPod(t, ns, name, fmt.Errorf("pod did not run: %w", err))
+	}
+	logs, err := e.WaitLogs(ctx, ns, name, 2*time.Minute, false, ReportComplete)
+	if err != nil {
+		e.FailPod(t, ns, name, fmt.Errorf("report of the running pod: %w", err))
+	}
 	return ParseReport(logs)
 }
 
-// StaysPending checks that the pod is not scheduled for d: PodScheduled False.
+// ReportComplete accepts the output of ReportScript once it reached its end marker.
+func ReportComplete(logs string) error {
+	if !strings.Contains(logs, "--- end") {
+		return errors.New("report incomplete")
+	}
+	return nil
+}
+
+// StaysPending checks that the pod is not scheduled for d: first the scheduler must have
+// looked at it (PodScheduled False), then it must stay without a node for d. A pod that
+// gets a node is allocated devices the node should not have had free: the test ends with
+// its diagnosis.
 func (e *Env) StaysPending(t *testing.T, ns, name string, d time.Duration) {
 	t.Helper()
-	ctx := Context(t, d+time.Minute)
-	// First it must have been looked at by the scheduler.
-	Eventually(t, ctx, time.Minute, time.Second, "pod "+name+" unschedulable", func(ctx context.Context) error {
-		pod, err := e.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
+	ctx := Context(t, d+2*time.Minute)
+	_, err := e.WaitPod(ctx, ns, name, time.Minute, func(pod *corev1.Pod) (bool, error) {
+		if pod.Spec.NodeName != "" {
+			return false, fmt.Errorf("pod was scheduled to %s; want it Pending", pod.Spec.NodeName)
 		}
 		for _, c := range pod.Status.Conditions {
 			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-				return nil
+				return true, nil
 			}
 		}
-		return fmt.Errorf("conditions %+v, node %q", pod.Status.Conditions, pod.Spec.NodeName)
+		return false, nil
 	})
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		pod, err := e.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+	if err != nil {
+		e.FailPod(t, ns, name, fmt.Errorf("pod unschedulable: %w", err))
+	}
+	if d <= 0 {
+		return
+	}
+	_, err = e.WaitPod(ctx, ns, name, d, func(pod *corev1.Pod) (bool, error) {
 		if pod.Spec.NodeName != "" {
-			t.Fatalf("pod %s was scheduled to %s; want it Pending", name, pod.Spec.NodeName)
+			return false, fmt.Errorf("pod was scheduled to %s within %s; want it Pending", pod.Spec.NodeName, d)
 		}
-		time.Sleep(time.Second)
+		return false, nil
+	})
+	if !wait.Interrupted(err) {
+		e.FailPod(t, ns, name, err)
 	}
 }
 
@@ -338,7 +351,7 @@ func (e *Env) PodClaim(t *testing.T, ns, pod string) *resourceapi.ResourceClaim 
 	t.Helper()
 	ctx := Context(t, time.Minute)
 	var claim *resourceapi.ResourceClaim
-	Eventually(t, ctx, time.Minute, time.Second, "claim of pod "+pod, func(ctx context.Context) error {
+	err := Poll(ctx, time.Minute, time.Second, func(ctx context.Context) error {
 		p, err := e.Client.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -370,6 +383,9 @@ func (e *Env) PodClaim(t *testing.T, ns, pod string) *resourceapi.ResourceClaim 
 		}
 		return errors.New("no claim status yet")
 	})
+	if err != nil {
+		e.FailPod(t, ns, pod, fmt.Errorf("claim of the pod: %w", err))
+	}
 	return claim
 }
 
