@@ -2,11 +2,14 @@ package framework
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -40,10 +43,25 @@ func (e *Env) Install(ctx context.Context, wantShares int64, set ...string) erro
 	return e.WaitReady(ctx, wantShares)
 }
 
-// WaitReady waits for the DaemonSet's rollout and for the node's slices to offer
-// wantShares shares on mlx5-0-p1-shared.
+// WaitReady waits for the rollouts of the plugin's DaemonSet and the controller's
+// Deployment, for the kubelet to have registered the running plugin pod, and for the
+// node's slices to offer wantShares shares on mlx5-0-p1-shared. A pod created before the
+// registration would have its prepare refused ("driver is not registered") and retried
+// later by the kubelet, so without it the next test's first pod races the rollout.
 func (e *Env) WaitReady(ctx context.Context, wantShares int64) error {
 	if _, err := e.Kubectl(ctx, "-n", Namespace, "rollout", "status", "daemonset/"+DaemonSet, "--timeout=3m"); err != nil {
+		return err
+	}
+	_, err := e.Client.AppsV1().Deployments(Namespace).Get(ctx, ControllerDeployment, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		if _, err := e.Kubectl(ctx, "-n", Namespace, "rollout", "status", "deployment/"+ControllerDeployment, "--timeout=3m"); err != nil {
+			return err
+		}
+	case !apierrors.IsNotFound(err):
+		return fmt.Errorf("controller deployment: %w", err)
+	}
+	if err := e.WaitRegistered(ctx); err != nil {
 		return err
 	}
 	return Poll(ctx, 2*time.Minute, time.Second, func(ctx context.Context) error {
@@ -94,6 +112,65 @@ func (e *Env) PluginPod(ctx context.Context) (*corev1.Pod, error) {
 		return nil, fmt.Errorf("%d running plugin pods, want 1", len(running))
 	}
 	return running[0], nil
+}
+
+// registeredSockets matches the kubelet's gauge of the plugin registration sockets its
+// plugin manager has registered (state actual_state_of_world), with value 1.
+var registeredSockets = regexp.MustCompile(`(?m)^plugin_manager_total_plugins\{([^}]*)\} 1$`)
+
+// registeredIn reports whether the kubelet's metrics count a registration socket of one
+// of those basenames as registered.
+func registeredIn(metrics string, sockets []string) bool {
+	for _, m := range registeredSockets.FindAllStringSubmatch(metrics, -1) {
+		if !strings.Contains(m[1], `state="actual_state_of_world"`) {
+			continue
+		}
+		for _, s := range sockets {
+			if strings.Contains(m[1], "/"+s+`"`) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// registrationSockets are the basenames the kubelet plugin helper may give the
+// registration socket of a plugin pod in rolling-update mode, as its documentation of
+// RollingUpdateRegistrarSocketFile lists them; it picks the first that fits the socket
+// path limit. The module does not import the helper itself (it would need its CDI
+// dependencies), and trying all three needs no path.
+func registrationSockets(driver, podUID string) []string {
+	uidHash := sha256.Sum256([]byte(podUID))
+	driverUIDHash := sha256.Sum256([]byte(driver + "\x00" + podUID))
+	return []string{
+		driver + "-" + podUID + "-reg.sock",
+		driver + "-" + base64.RawURLEncoding.EncodeToString(uidHash[:8]) + "-reg.sock",
+		"dra-" + base64.RawURLEncoding.EncodeToString(driverUIDHash[:16]) + "-reg.sock",
+	}
+}
+
+// WaitRegistered waits until the node's kubelet has registered the running plugin pod:
+// its plugin manager counts the pod's own registration socket (the rolling-update name,
+// which carries the pod UID) as registered. The count lives in the kubelet's memory, so
+// after a kubelet restart it shows only what the new kubelet registered. (The kubelet
+// counts a plugin a moment before it hands it to its DRA manager; a pod created in that
+// moment would have its prepare retried, nothing worse.)
+func (e *Env) WaitRegistered(ctx context.Context) error {
+	return Poll(ctx, 2*time.Minute, time.Second, func(ctx context.Context) error {
+		pod, err := e.PluginPod(ctx)
+		if err != nil {
+			return err
+		}
+		sockets := registrationSockets(DriverName, string(pod.UID))
+		metrics, err := e.Client.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", e.Node, "proxy", "metrics").DoRaw(ctx)
+		if err != nil {
+			return fmt.Errorf("kubelet metrics: %w", err)
+		}
+		if registeredIn(string(metrics), sockets) {
+			return nil
+		}
+		return fmt.Errorf("the kubelet has not registered plugin pod %s (sockets %v) yet", pod.Name, sockets)
+	})
 }
 
 // CheckpointEntry is the part of a checkpoint entry the suite looks at.
