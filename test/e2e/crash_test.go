@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -67,7 +68,7 @@ func TestPluginKilledDuringPrepare(t *testing.T) {
 		return nil
 	})
 
-	pid, err := pluginPID()
+	pid, err := pluginPID(string(plugin.UID))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,8 +118,10 @@ func TestPluginKilledDuringPrepare(t *testing.T) {
 	})
 }
 
-// pluginPID finds the one plugin process on the host by its command line.
-func pluginPID() (int, error) {
+// pluginPID finds the process of the plugin pod with that UID on the host: its command
+// line and the POD_UID the chart gives it. Right after a rollout the previous pod's
+// process may still be shutting down next to it, so the command line alone is not enough.
+func pluginPID(podUID string) (int, error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return 0, err
@@ -133,12 +136,19 @@ func pluginPID() (int, error) {
 		if err != nil {
 			continue
 		}
-		if argv0, _, _ := strings.Cut(string(cmd), "\x00"); argv0 == "/usr/bin/rdma-dra-kubeletplugin" {
+		if argv0, _, _ := strings.Cut(string(cmd), "\x00"); argv0 != "/usr/bin/rdma-dra-kubeletplugin" {
+			continue
+		}
+		environ, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err != nil {
+			continue
+		}
+		if slices.Contains(strings.Split(string(environ), "\x00"), "POD_UID="+podUID) {
 			pids = append(pids, pid)
 		}
 	}
 	if len(pids) != 1 {
-		return 0, fmt.Errorf("found %d plugin processes %v, want 1", len(pids), pids)
+		return 0, fmt.Errorf("found %d processes of plugin pod %s %v, want 1", len(pids), podUID, pids)
 	}
 	return pids[0], nil
 }
