@@ -30,13 +30,28 @@ import (
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 )
 
-// Vendor and Class make up the CDI kind of the driver's specs.
-const (
-	Vendor = "k8s.rdma.dra.io"
-	Class  = "hca"
-	// Kind is the kind of every spec this package writes.
-	Kind = Vendor + "/" + Class
-)
+// DefaultDriverName is the DRA driver name that Options.DriverName defaults to (the same
+// as devicemodel.DefaultDriverName, which this package does not import).
+const DefaultDriverName = "rdma.dra.io"
+
+// Class is the CDI class of the driver's specs; the vendor comes from the driver name.
+const Class = "hca"
+
+// Vendor is the CDI vendor of the specs of the driver driverName: "k8s." + driverName.
+// Keying it by the driver name keeps two installations of the driver on one node apart:
+// their specs have different kinds and file names, a claim with devices of both gets one
+// spec of each, and neither installation lists or removes the other's files. The default
+// driver's vendor, k8s.rdma.dra.io, is the one earlier versions used, so their specs and
+// CDI device IDs stay valid across an upgrade.
+func Vendor(driverName string) string {
+	if driverName == "" {
+		driverName = DefaultDriverName
+	}
+	return "k8s." + driverName
+}
+
+// Kind is the CDI kind of the specs of the driver driverName.
+func Kind(driverName string) string { return Vendor(driverName) + "/" + Class }
 
 // containerDevDir is where the nodes appear inside the container, whatever DevRoot is.
 const containerDevDir = "/dev/infiniband"
@@ -61,6 +76,9 @@ type ClaimDevice struct {
 
 // Options configure BuildSpec and the Writer. The zero value works on a real node.
 type Options struct {
+	// DriverName is the DRA driver name; it makes the CDI vendor (see Vendor). Default
+	// DefaultDriverName.
+	DriverName string
 	// SpecDir is the directory of transient CDI specs; default /var/run/cdi.
 	SpecDir string
 	// DevRoot is the host's /dev as the container runtime sees it (it goes into the
@@ -76,6 +94,9 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
+	if o.DriverName == "" {
+		o.DriverName = DefaultDriverName
+	}
 	if o.SpecDir == "" {
 		o.SpecDir = "/var/run/cdi"
 	}
@@ -110,9 +131,10 @@ var charDevRE = map[string]*regexp.Regexp{
 	"issm":   regexp.MustCompile(`^issm[0-9]+$`),
 }
 
-// QualifiedName returns the fully qualified CDI device ID of a device of this kind.
-func QualifiedName(name string) string {
-	return parser.QualifiedName(Vendor, Class, name)
+// QualifiedName returns the fully qualified CDI device ID of a device of the driver
+// driverName.
+func QualifiedName(driverName, name string) string {
+	return parser.QualifiedName(Vendor(driverName), Class, name)
 }
 
 // DeviceName is the CDI device name of one allocated device of a claim.
@@ -133,6 +155,9 @@ func BuildSpec(ctx context.Context, claimUID string, devices []ClaimDevice, opts
 	if err := ValidateClaimUID(claimUID); err != nil {
 		return nil, nil, err
 	}
+	if err := parser.ValidateVendorName(Vendor(opts.DriverName)); err != nil {
+		return nil, nil, fmt.Errorf("driver name %q: %w", opts.DriverName, err)
+	}
 	if len(devices) == 0 {
 		return nil, nil, errors.New("claim has no devices")
 	}
@@ -146,7 +171,7 @@ func BuildSpec(ctx context.Context, claimUID string, devices []ClaimDevice, opts
 		}
 	}
 
-	spec := &cdispec.Spec{Kind: Kind}
+	spec := &cdispec.Spec{Kind: Kind(opts.DriverName)}
 	seen := map[string]bool{}
 	for i := range devices {
 		d := &devices[i]
@@ -175,7 +200,7 @@ func BuildSpec(ctx context.Context, claimUID string, devices []ClaimDevice, opts
 	spec.ContainerEdits = claimWide
 	ids := make([][]string, len(devices))
 	for i := range devices {
-		ids[i] = []string{QualifiedName(spec.Devices[i].Name)}
+		ids[i] = []string{QualifiedName(opts.DriverName, spec.Devices[i].Name)}
 	}
 
 	version, err := cdispec.MinimumRequiredVersion(spec)

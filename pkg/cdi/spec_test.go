@@ -29,7 +29,7 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := os.ReadFile(filepath.Join(dir, SpecFileName(testClaimUID)))
+			got, err := os.ReadFile(filepath.Join(dir, SpecFileName("", testClaimUID)))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -24,21 +24,36 @@ const specPerm = 0o644
 // (the plugin serializes the work on one claim).
 type Writer struct {
 	opts Options
+	// prefix is what SpecFileName puts before the claim UID for this driver.
+	prefix string
 }
 
 // NewWriter returns a Writer with opts, defaults filled in.
 func NewWriter(opts Options) *Writer {
-	return &Writer{opts: opts.withDefaults()}
+	opts = opts.withDefaults()
+	return &Writer{opts: opts, prefix: strings.TrimSuffix(SpecFileName(opts.DriverName, "x"), "x.json")}
 }
 
-// SpecFileName is the base name of a claim's spec file, made by the CDI library's
-// transient naming helper so that it cannot clash with another vendor's files.
-func SpecFileName(claimUID string) string {
-	return cdiapi.GenerateTransientSpecName(Vendor, Class, claimUID) + ".json"
+// SpecFileName is the base name of a claim's spec file of the driver driverName, made by
+// the CDI library's transient naming helper so that it cannot clash with another vendor's
+// files, another installation's (see Vendor) included.
+func SpecFileName(driverName, claimUID string) string {
+	return cdiapi.GenerateTransientSpecName(Vendor(driverName), Class, claimUID) + ".json"
 }
 
-// specFilePrefix is what SpecFileName puts before the claim UID.
-var specFilePrefix = strings.TrimSuffix(cdiapi.GenerateTransientSpecName(Vendor, Class, "x"), "x")
+// Exists reports whether the claim's spec file is there, with one stat: prepare uses it
+// to tell a completed entry whose spec was removed behind its back.
+func (w *Writer) Exists(claimUID string) (bool, error) {
+	_, err := os.Stat(filepath.Join(w.opts.SpecDir, SpecFileName(w.opts.DriverName, claimUID)))
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	default:
+		return false, fmt.Errorf("stat CDI spec: %w", err)
+	}
+}
 
 // Write builds the claim's spec, validates it with the CDI library and writes it
 // atomically; it returns the CDI device IDs of each device, in the order of devices.
@@ -54,12 +69,13 @@ func (w *Writer) Write(ctx context.Context, claimUID string, devices []ClaimDevi
 		return nil, fmt.Errorf("encode CDI spec: %w", err)
 	}
 	data = append(data, '\n')
-	path := filepath.Join(w.opts.SpecDir, SpecFileName(claimUID))
+	name := SpecFileName(w.opts.DriverName, claimUID)
+	path := filepath.Join(w.opts.SpecDir, name)
 	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
 		logger(ctx).V(4).Info("CDI spec is up to date", "claim", claimUID, "path", path)
 		return ids, nil
 	}
-	if err := writeSpecFile(w.opts.SpecDir, SpecFileName(claimUID), data); err != nil {
+	if err := writeSpecFile(w.opts.SpecDir, name, data); err != nil {
 		return nil, err
 	}
 	logger(ctx).V(2).Info("Wrote CDI spec", "claim", claimUID, "path", path, "devices", len(spec.Devices))
@@ -116,7 +132,7 @@ func (w *Writer) Remove(ctx context.Context, claimUID string) error {
 	if err := ValidateClaimUID(claimUID); err != nil {
 		return err
 	}
-	name := SpecFileName(claimUID)
+	name := SpecFileName(w.opts.DriverName, claimUID)
 	paths := []string{filepath.Join(w.opts.SpecDir, name)}
 	// Temporary files of this claim that a crash left behind (see writeSpecFile).
 	entries, _ := os.ReadDir(w.opts.SpecDir)
@@ -143,7 +159,7 @@ func (w *Writer) Remove(ctx context.Context, claimUID string) error {
 }
 
 // List returns the UIDs of the claims that have a spec file, sorted. Files of other
-// vendors and names that do not carry a valid claim UID are ignored; a missing
+// vendors (other installations of this driver included) and names that do not carry a valid claim UID are ignored; a missing
 // directory holds no specs.
 func (w *Writer) List() ([]string, error) {
 	entries, err := os.ReadDir(w.opts.SpecDir)
@@ -155,7 +171,7 @@ func (w *Writer) List() ([]string, error) {
 	}
 	var uids []string
 	for _, e := range entries {
-		uid, ok := strings.CutPrefix(e.Name(), specFilePrefix)
+		uid, ok := strings.CutPrefix(e.Name(), w.prefix)
 		if !ok || e.IsDir() {
 			continue
 		}

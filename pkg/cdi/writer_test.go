@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/klog/v2/ktesting"
+	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 )
 
 const otherClaimUID = "9f8e7d6c-5b4a-4392-8170-6f5e4d3c2b1a"
@@ -158,4 +159,77 @@ func TestRemoveAndList(t *testing.T) {
 	if uids, err := missing.List(); err != nil || len(uids) != 0 {
 		t.Errorf("List of a missing dir = %v, %v; want nothing", uids, err)
 	}
+}
+
+// TestTwoInstallationsAreIndependent: two installations of the driver (different driver
+// names) write specs of the same claim into one CDI directory. Each must keep its own
+// spec (a claim with devices of both gets two), list only its own and remove only its
+// own; the default driver keeps the names of earlier versions.
+func TestTwoInstallationsAreIndependent(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	dir := t.TempDir()
+	exists := func(string) bool { return true }
+	first := NewWriter(Options{SpecDir: dir, Exists: exists})
+	second := NewWriter(Options{SpecDir: dir, DriverName: "rdma.example.com", Exists: exists})
+	one := []ClaimDevice{exclusive("nic", ib("mlx5_0", 1, 0, 0), cfg(nil))}
+	two := []ClaimDevice{exclusive("nic", ib("mlx5_1", 1, 0, 1), cfg(nil))}
+
+	ids1, err := first.Write(ctx, testClaimUID, one)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids2, err := second.Write(ctx, testClaimUID, two)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "k8s.rdma.dra.io/hca=" + testClaimUID + "-mlx5-0-p1"; ids1[0][0] != want {
+		t.Errorf("default driver's CDI ID %q, want the name of earlier versions %q", ids1[0][0], want)
+	}
+	if want := "k8s.rdma.example.com/hca=" + testClaimUID + "-mlx5-1-p1"; ids2[0][0] != want {
+		t.Errorf("second driver's CDI ID %q, want %q", ids2[0][0], want)
+	}
+	want := []string{
+		"k8s.rdma.dra.io-hca_" + testClaimUID + ".json",
+		"k8s.rdma.example.com-hca_" + testClaimUID + ".json",
+	}
+	if diff := cmp.Diff(want, listDir(t, dir)); diff != "" {
+		t.Fatalf("spec files (-want +got):\n%s", diff)
+	}
+	// The runtime's view: both kinds resolve, each to its own port.
+	cache, err := cdiapi.NewCache(cdiapi.WithSpecDirs(dir), cdiapi.WithAutoRefresh(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{ids1[0][0], ids2[0][0]} {
+		if cache.GetDevice(id) == nil {
+			t.Errorf("CDI device %s does not resolve; cache errors: %v", id, cache.GetErrors())
+		}
+	}
+	for _, w := range []*Writer{first, second} {
+		if diff := cmp.Diff([]string{testClaimUID}, mustList(t, w)); diff != "" {
+			t.Errorf("List of %s (-want +got):\n%s", w.opts.DriverName, diff)
+		}
+	}
+	// Removing the second installation's spec leaves the first's.
+	if err := second.Remove(ctx, testClaimUID); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want[:1], listDir(t, dir)); diff != "" {
+		t.Errorf("after the second installation removed its spec (-want +got):\n%s", diff)
+	}
+	if ok, err := first.Exists(testClaimUID); !ok || err != nil {
+		t.Errorf("first installation's spec: exists %v, %v", ok, err)
+	}
+	if ok, err := second.Exists(testClaimUID); ok || err != nil {
+		t.Errorf("second installation's spec: exists %v, %v; want removed", ok, err)
+	}
+}
+
+func mustList(t *testing.T, w *Writer) []string {
+	t.Helper()
+	uids, err := w.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return uids
 }

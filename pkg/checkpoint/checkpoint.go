@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"time"
 )
 
@@ -87,6 +88,13 @@ type Device struct {
 	// AdminAccess is true for an admin-access allocation, which monitors a device without
 	// using it up and therefore conflicts with nobody.
 	AdminAccess bool `json:"adminAccess,omitempty"`
+	// Shares is how many shares of a shared device the allocation consumed (its
+	// consumed capacity rdma.dra.io/shares); 0 in entries of earlier versions and for
+	// exclusive devices, and then counted as 1 for a shared device.
+	Shares int64 `json:"shares,omitempty"`
+	// MaxShares is the shared capacity the device was published with when it was
+	// prepared (devicemodel.Device.MaxShares); 0 for an exclusive device.
+	MaxShares int `json:"maxShares,omitempty"`
 	// IBDev and Port are the RDMA device and port, for humans and for status.
 	IBDev string `json:"ibdev"`
 	Port  int    `json:"port"`
@@ -129,6 +137,13 @@ func Decode(data []byte) (*Checkpoint, error) {
 		cp.Claims = map[string]*Claim{}
 	}
 	for uid, c := range cp.Claims {
+		// Keys become file names (CDI specs, claim locks) and API lookups: one that is
+		// not a Kubernetes UID cannot be acted on, neither now nor by the recovery of a
+		// later boot, so the file is treated as corrupted (moved aside by Store.Load)
+		// instead of failing every start of the plugin.
+		if !uuidRE.MatchString(uid) {
+			return nil, fmt.Errorf("%w: entry key %q is not a UUID", ErrCorrupt, uid)
+		}
 		if c == nil || c.UID != uid {
 			return nil, fmt.Errorf("%w: entry %q does not carry its own UID", ErrCorrupt, uid)
 		}
@@ -138,6 +153,10 @@ func Decode(data []byte) (*Checkpoint, error) {
 	}
 	return &cp, nil
 }
+
+// uuidRE matches the UUIDs Kubernetes uses as object UIDs (what cdi.ValidateClaimUID
+// accepts; this package does not import cdi).
+var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 
 // Encode returns the file content of cp: compact JSON, one line, so that the opaque
 // Network state is stored byte for byte (indenting would reformat it); `jq .` reads it.

@@ -23,7 +23,7 @@ func TestUpdateGroupsConcurrentChanges(t *testing.T) {
 			go func() {
 				firstDone <- s.Update(func(cp *Checkpoint) (bool, error) {
 					<-release
-					cp.Claims["first"] = sampleClaim("first", PhasePrepareStarted)
+					cp.Claims[testUID("first")] = sampleClaim(testUID("first"), PhasePrepareStarted)
 					return true, nil
 				})
 			}()
@@ -35,7 +35,7 @@ func TestUpdateGroupsConcurrentChanges(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					uid := fmt.Sprintf("u%d", i)
+					uid := testUID(fmt.Sprintf("u%d", i))
 					errs[i] = s.Update(func(cp *Checkpoint) (bool, error) {
 						cp.Claims[uid] = sampleClaim(uid, PhasePrepareCompleted)
 						return true, nil
@@ -92,7 +92,7 @@ func TestUpdateErrorsStayPerChange(t *testing.T) {
 				if i%2 == 1 {
 					return false, boom
 				}
-				uid := fmt.Sprintf("u%d", i)
+				uid := testUID(fmt.Sprintf("u%d", i))
 				cp.Claims[uid] = sampleClaim(uid, PhasePrepareStarted)
 				return true, nil
 			})
@@ -126,15 +126,15 @@ func TestUpdateSeesOtherWriters(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	add(s, "mine")
+	add(s, testUID("mine"))
 	other := NewStore(dir, s.bootIDPath)
-	add(other, "theirs")
-	add(s, "mine-again")
+	add(other, testUID("theirs"))
+	add(s, testUID("mine-again"))
 	got, err := load(t, s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, uid := range []string{"mine", "theirs", "mine-again"} {
+	for _, uid := range []string{testUID("mine"), testUID("theirs"), testUID("mine-again")} {
 		if got.Checkpoint.Claims[uid] == nil {
 			t.Errorf("claim %s lost", uid)
 		}
@@ -155,7 +155,7 @@ func TestTornFileAfterRebootIsQuarantined(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s, dir := newTestStore(t, "boot-a")
 			if err := s.Update(func(cp *Checkpoint) (bool, error) {
-				cp.Claims["u1"] = sampleClaim("u1", PhasePrepareCompleted)
+				cp.Claims[testUID("u1")] = sampleClaim(testUID("u1"), PhasePrepareCompleted)
 				return true, nil
 			}); err != nil {
 				t.Fatal(err)

@@ -2,8 +2,11 @@ package checkpoint
 
 import (
 	"errors"
+	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +24,11 @@ func newTestStore(t *testing.T, bootID string) (*Store, string) {
 	s := NewStore(dir, bootPath)
 	s.now = func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
 	return s, dir
+}
+
+// testUID turns a short name into a UUID, which checkpoint keys must be.
+func testUID(name string) string {
+	return fmt.Sprintf("%08x-0000-4000-8000-%012x", crc32.ChecksumIEEE([]byte(name)), len(name))
 }
 
 func sampleClaim(uid string, phase Phase) *Claim {
@@ -55,8 +63,8 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 		t.Fatalf("missing file should load as empty checkpoint of this boot, got %+v", got.Checkpoint)
 	}
 	cp := got.Checkpoint
-	cp.Claims["u1"] = sampleClaim("u1", PhasePrepareCompleted)
-	cp.Claims["u2"] = sampleClaim("u2", PhasePrepareStarted)
+	cp.Claims[testUID("u1")] = sampleClaim(testUID("u1"), PhasePrepareCompleted)
+	cp.Claims[testUID("u2")] = sampleClaim(testUID("u2"), PhasePrepareStarted)
 	if err := s.Save(cp); err != nil {
 		t.Fatal(err)
 	}
@@ -87,6 +95,8 @@ func TestLoadRejectsAndRecovers(t *testing.T) {
 		{name: "version zero", content: `{"version":0,"claims":{}}`, wantQuarantin: true},
 		{name: "entry under other uid", content: `{"version":1,"bootID":"boot-a","claims":{"u1":{"uid":"u2","phase":"PrepareStarted"}}}`, wantQuarantin: true},
 		{name: "unknown phase", content: `{"version":1,"bootID":"boot-a","claims":{"u1":{"uid":"u1","phase":"Halfway"}}}`, wantQuarantin: true},
+		// Recovery of a later boot could not remove anything by this key: a file name.
+		{name: "key is not a UUID", content: `{"version":1,"bootID":"boot-old","claims":{"../x":{"uid":"../x","phase":"PrepareCompleted"}}}`, wantQuarantin: true},
 		{name: "future version", content: `{"version":2,"anything":"else"}`, wantErr: ErrFutureVersion},
 	}
 	for _, tc := range tests {
@@ -132,8 +142,8 @@ func TestLoadRejectsAndRecovers(t *testing.T) {
 func TestLoadDropsEntriesOfEarlierBoot(t *testing.T) {
 	s, _ := newTestStore(t, "boot-a")
 	cp := New("boot-a")
-	cp.Claims["u2"] = sampleClaim("u2", PhasePrepareStarted)
-	cp.Claims["u1"] = sampleClaim("u1", PhasePrepareCompleted)
+	cp.Claims[testUID("u2")] = sampleClaim(testUID("u2"), PhasePrepareStarted)
+	cp.Claims[testUID("u1")] = sampleClaim(testUID("u1"), PhasePrepareCompleted)
 	if err := s.Save(cp); err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +162,9 @@ func TestLoadDropsEntriesOfEarlierBoot(t *testing.T) {
 	for _, c := range got.Stale {
 		stale = append(stale, c.UID)
 	}
-	if diff := cmp.Diff([]string{"u1", "u2"}, stale); diff != "" {
+	want := []string{testUID("u1"), testUID("u2")}
+	slices.Sort(want)
+	if diff := cmp.Diff(want, stale); diff != "" {
 		t.Errorf("stale entries (-want +got):\n%s", diff)
 	}
 }

@@ -27,6 +27,18 @@ const DefaultDriverName = "rdma.dra.io"
 // node (the 1.36 allocator keys counters by pool name).
 const PoolSuffix = "-rdma"
 
+// DefaultPoolName is the pool of a node when none is configured: NodeName + PoolSuffix
+// for the default driver, as in earlier versions, and NodeName + "-" + driverName for
+// any other, so that a second installation of the driver on the same node (another
+// driver name) does not share the pool name, which the 1.36 allocator would take for the
+// same counters.
+func DefaultPoolName(nodeName, driverName string) string {
+	if driverName == "" || driverName == DefaultDriverName {
+		return nodeName + PoolSuffix
+	}
+	return nodeName + "-" + driverName
+}
+
 // Mode says how a device hands out its port.
 type Mode string
 
@@ -50,7 +62,7 @@ type Options struct {
 	DriverName string
 	// NodeName is the node the devices are on. Required.
 	NodeName string
-	// PoolName is the pool of the node's devices; default NodeName + PoolSuffix.
+	// PoolName is the pool of the node's devices; default DefaultPoolName.
 	PoolName string
 	// Legacy selects the legacy model: no counters, no multi-allocation.
 	Legacy bool
@@ -170,7 +182,7 @@ func defaultOptions(opts Options) (Options, error) {
 		return opts, errors.New("node name is required")
 	}
 	if opts.PoolName == "" {
-		opts.PoolName = opts.NodeName + PoolSuffix
+		opts.PoolName = DefaultPoolName(opts.NodeName, opts.DriverName)
 	}
 	var errs []error
 	if msgs := validation.IsDNS1123Subdomain(opts.DriverName); len(msgs) > 0 || len(opts.DriverName) > resourceapi.DriverNameMaxLength {

@@ -388,6 +388,8 @@ func TestBuildOptions(t *testing.T) {
 	}{
 		{name: "defaults", opts: Options{NodeName: "n1"}, wantPool: "n1-rdma"},
 		{name: "pool given", opts: Options{NodeName: "n1", PoolName: "rack-1/n1"}, wantPool: "rack-1/n1"},
+		// A second installation on the same node must not share the pool name (issue 11).
+		{name: "other driver's default pool", opts: Options{NodeName: "n1", DriverName: "rdma.example.com"}, wantPool: "n1-rdma.example.com"},
 		{name: "no node", opts: Options{}, wantErr: "node name is required"},
 		{name: "bad node", opts: Options{NodeName: "N_1"}, wantErr: `node name "N_1"`},
 		{name: "bad driver", opts: Options{NodeName: "n1", DriverName: "rdma_dra"}, wantErr: `driver name "rdma_dra"`},
@@ -407,7 +409,11 @@ func TestBuildOptions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.PoolName != tc.wantPool || res.DriverName != DefaultDriverName {
+			wantDriver := tc.opts.DriverName
+			if wantDriver == "" {
+				wantDriver = DefaultDriverName
+			}
+			if res.PoolName != tc.wantPool || res.DriverName != wantDriver {
 				t.Errorf("pool %q driver %q", res.PoolName, res.DriverName)
 			}
 		})

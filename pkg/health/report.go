@@ -22,6 +22,18 @@ const (
 	HealthCheckTimeout = 3 * ResendInterval
 )
 
+// Bounds of the removed devices a Reporter keeps reporting. A device that left the node
+// is reported Unhealthy for GoneRetention, so that the pods that held it say so; after
+// that it is no longer reported and the kubelet decays its health to Unknown
+// (HealthCheckTimeout), which still is not Healthy. At most MaxGone are kept, the
+// longest gone dropped first, so that names that keep changing (a flapping adapter that
+// comes back under another ibdev name, a changing node configuration) cannot grow the
+// set, and every report, without bound.
+const (
+	GoneRetention = time.Hour
+	MaxGone       = 4096
+)
+
 // deviceRef is one published device and the port it hands out.
 type deviceRef struct {
 	pool, name string
@@ -38,14 +50,15 @@ func compareDeviceRefs(a, b deviceRef) int {
 // are republished and whatever the damping.
 //
 // Invariant: devices is sorted and holds each (pool, name) once; gone holds devices that
-// were published and are not anymore, reported unhealthy so that a pod whose device was
-// removed says so, and is disjoint from devices.
+// were published and are not anymore, with the time they went, reported unhealthy so that
+// a pod whose device was removed says so; it is disjoint from devices and bounded by
+// GoneRetention and MaxGone.
 type Reporter struct {
 	clock clock.WithTicker
 
 	mu       sync.Mutex
 	devices  []deviceRef
-	gone     map[deviceRef]bool
+	gone     map[deviceRef]time.Time
 	states   map[PortID]PortState
 	verified time.Time
 	// changed is closed, and replaced, whenever the health of a device changes.
@@ -54,7 +67,7 @@ type Reporter struct {
 
 // NewReporter returns a reporter without devices.
 func NewReporter(c clock.WithTicker) *Reporter {
-	return &Reporter{clock: c, gone: map[deviceRef]bool{}, states: map[PortID]PortState{}, changed: make(chan struct{})}
+	return &Reporter{clock: c, gone: map[deviceRef]time.Time{}, states: map[PortID]PortState{}, changed: make(chan struct{})}
 }
 
 // SetDevices replaces the devices with those of the models: the published one and the
@@ -77,14 +90,16 @@ func (r *Reporter) SetDevices(models ...*devicemodel.Result) {
 	slices.SortFunc(devices, compareDeviceRefs)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	now := r.clock.Now()
 	for _, old := range r.devices {
 		if !seen[old] {
-			r.gone[old] = true
+			r.gone[old] = now
 		}
 	}
 	for ref := range seen {
 		delete(r.gone, ref)
 	}
+	r.pruneGone(now)
 	if !slices.Equal(devices, r.devices) {
 		r.devices = devices
 		r.notify()
@@ -116,6 +131,29 @@ func (r *Reporter) Verified() time.Time {
 	return r.verified
 }
 
+// pruneGone drops removed devices gone longer than GoneRetention and, beyond MaxGone,
+// the longest gone; r.mu is held.
+func (r *Reporter) pruneGone(now time.Time) {
+	for ref, t := range r.gone {
+		if now.Sub(t) > GoneRetention {
+			delete(r.gone, ref)
+		}
+	}
+	if len(r.gone) <= MaxGone {
+		return
+	}
+	refs := make([]deviceRef, 0, len(r.gone))
+	for ref := range r.gone {
+		refs = append(refs, ref)
+	}
+	slices.SortFunc(refs, func(a, b deviceRef) int {
+		return cmp.Or(r.gone[a].Compare(r.gone[b]), compareDeviceRefs(a, b))
+	})
+	for _, ref := range refs[:len(refs)-MaxGone] {
+		delete(r.gone, ref)
+	}
+}
+
 // notify wakes the streams; r.mu is held.
 func (r *Reporter) notify() {
 	close(r.changed)
@@ -127,6 +165,7 @@ func (r *Reporter) notify() {
 func (r *Reporter) Report() (kubeletplugin.DeviceHealthReport, bool, <-chan struct{}) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.pruneGone(r.clock.Now())
 	report := kubeletplugin.DeviceHealthReport{Devices: make([]kubeletplugin.DeviceHealth, 0, len(r.devices)+len(r.gone))}
 	add := func(ref deviceRef, health kubeletplugin.HealthStatus, msg string) {
 		report.Devices = append(report.Devices, kubeletplugin.DeviceHealth{

@@ -2,6 +2,8 @@ package health
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -197,5 +199,34 @@ func TestReporterWatch(t *testing.T) {
 	s2.cancel()
 	if err := <-s2.done; err != nil {
 		t.Errorf("canceled stream: %v", err)
+	}
+}
+
+// TestReporterBoundsRemovedDevices: devices that left the node are reported for
+// GoneRetention and at most MaxGone of them are kept, however many names come and go.
+func TestReporterBoundsRemovedDevices(t *testing.T) {
+	c := testclock.NewFakeClock(epoch)
+	r := NewReporter(c)
+	// Every round the node's one adapter comes back under another name: 2 exclusive and
+	// shared + 4 legacy devices per round go.
+	const rounds = MaxGone/6 + 100
+	for i := range rounds {
+		inv := &discovery.Inventory{Ports: []discovery.Port{{IBDev: fmt.Sprintf("mlx5_%d", i), Port: 1, State: "ACTIVE", PhysState: "LinkUp"}}}
+		r.SetDevices(models(t, inv)...)
+		c.Step(time.Second)
+	}
+	report, _, _ := r.Report()
+	if n := len(report.Devices); n > MaxGone+6 {
+		t.Errorf("report holds %d devices after %d renames, want at most %d removed ones and the 6 present", n, rounds, MaxGone)
+	}
+	// The newest removed devices are the ones kept.
+	last := fmt.Sprintf("mlx5-%d-p1", rounds-2)
+	if !slices.ContainsFunc(report.Devices, func(d kubeletplugin.DeviceHealth) bool { return d.DeviceName == last }) {
+		t.Errorf("the most recently removed device %s is not reported", last)
+	}
+	c.Step(GoneRetention + time.Second)
+	report, _, _ = r.Report()
+	if n := len(report.Devices); n != 6 {
+		t.Errorf("after %s, %d devices reported, want only the 6 present", GoneRetention, n)
 	}
 }

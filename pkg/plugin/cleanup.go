@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
@@ -18,6 +19,13 @@ import (
 // removed: long enough that a claim the API server has just created or the kubelet is
 // retrying right now is never mistaken for an orphan.
 const DefaultCleanupGrace = time.Minute
+
+// Bounds of one cleanup run: the page size of the claim list, and how many CDI specs
+// without checkpoint entry one run looks up.
+const (
+	cleanupListPageSize   = 500
+	maxUnknownSpecsPerRun = 100
+)
 
 // orphan is a claim UID whose ResourceClaim no longer exists.
 type orphan struct {
@@ -77,26 +85,28 @@ func (d *Driver) Cleanup(ctx context.Context) error {
 			unknown = append(unknown, uid)
 		}
 	}
+	if len(unknown) > maxUnknownSpecsPerRun {
+		// Bounded work per run: the rest waits for the next run (in UID order, so the
+		// same ones come first and go first once their grace is over).
+		logger.Info("More CDI specs without checkpoint entry than one cleanup run handles; the rest waits for the next run",
+			"specs", len(unknown), "thisRun", maxUnknownSpecsPerRun)
+		unknown = unknown[:maxUnknownSpecsPerRun]
+	}
 	adopt := map[string]*checkpoint.Claim{}
 	if len(unknown) > 0 {
-		// Only specs without an entry need a list of all claims: their namespace and
-		// name are not known. That happens after a lost checkpoint, rarely.
-		list, err := d.kube.ResourceV1().ResourceClaims(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+		// Only specs without an entry need a list of claims: their namespace and name
+		// are not known. That happens after a lost checkpoint, rarely. The list is read
+		// in pages and only the claims looked for are kept, so memory stays bounded
+		// whatever the number of claims in the cluster.
+		found, err := d.findClaims(ctx, unknown)
 		if err != nil {
 			return fmt.Errorf("list ResourceClaims: %w", err)
 		}
-		byUID := map[string]int{}
-		for i := range list.Items {
-			byUID[string(list.Items[i].UID)] = i
-		}
 		for _, uid := range unknown {
-			i, ok := byUID[uid]
-			if !ok {
-				orphans = append(orphans, orphan{uid: uid})
-				continue
-			}
-			claim := &list.Items[i]
-			if claim.Status.Allocation == nil {
+			claim := found[uid]
+			if claim == nil || !d.allocatedHere(claim) {
+				// Gone, deallocated, or allocated again elsewhere: nothing of this node's
+				// can still use the spec.
 				orphans = append(orphans, orphan{uid: uid})
 				continue
 			}
@@ -194,6 +204,52 @@ func (d *Driver) Cleanup(ctx context.Context) error {
 	d.metrics.CleanupRemoved("entry", removedEntries)
 	d.metrics.CleanupRemoved("spec", removedSpecs)
 	return err
+}
+
+// findClaims returns the claims among uids that exist, by UID. It lists the claims of the
+// cluster in pages of cleanupListPageSize and keeps copies of the matching ones only, and
+// stops as soon as all were found: a ResourceClaim has no field selector for its UID,
+// and its namespace and name are not known.
+func (d *Driver) findClaims(ctx context.Context, uids []string) (map[string]*resourceapi.ResourceClaim, error) {
+	want := make(map[string]bool, len(uids))
+	for _, uid := range uids {
+		want[uid] = true
+	}
+	found := make(map[string]*resourceapi.ResourceClaim, len(uids))
+	opts := metav1.ListOptions{Limit: cleanupListPageSize}
+	for {
+		list, err := d.kube.ResourceV1().ResourceClaims(metav1.NamespaceAll).List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		for i := range list.Items {
+			if uid := string(list.Items[i].UID); want[uid] {
+				// A copy, so that the page itself can be collected.
+				found[uid] = list.Items[i].DeepCopy()
+			}
+		}
+		if len(found) == len(want) || list.Continue == "" {
+			return found, nil
+		}
+		opts.Continue = list.Continue
+	}
+}
+
+// allocatedHere reports whether the claim is allocated with a device of this driver that
+// this node publishes (or published before a change of the device model).
+func (d *Driver) allocatedHere(claim *resourceapi.ResourceClaim) bool {
+	if claim.Status.Allocation == nil {
+		return false
+	}
+	for _, r := range claim.Status.Allocation.Devices.Results {
+		if r.Driver != d.driverName {
+			continue
+		}
+		if _, ok := d.devices.Lookup(r.Pool, r.Device); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // graceOver reports whether an orphan has been missing long enough: an entry must not

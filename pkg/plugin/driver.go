@@ -35,6 +35,8 @@ type SpecWriter interface {
 	Remove(ctx context.Context, claimUID string) error
 	// List returns the UIDs of the claims that have a spec on disk.
 	List() ([]string, error)
+	// Exists reports whether the claim's spec is on disk, cheaply (one stat).
+	Exists(claimUID string) (bool, error)
 }
 
 // DeviceLookup finds a device this node publishes (or published before a change of the
@@ -212,7 +214,12 @@ func (d *Driver) recoverCheckpoint(ctx context.Context, loaded checkpoint.Loaded
 		// The node rebooted: the pods of these claims are gone and /var/run was
 		// emptied; remove whatever a non-tmpfs CDI directory still holds.
 		if err := d.specs.Remove(ctx, stale.UID); err != nil {
-			return fmt.Errorf("remove CDI spec of claim %s from an earlier boot: %w", stale.UID, err)
+			// Never fatal: failing here would fail every start, since the entry is only
+			// dropped when this load's recovery succeeds. The entry is dropped anyway and
+			// a spec left behind is an orphan that the cleanup removes.
+			logger.Error(err, "Could not remove the CDI spec of a claim prepared before the node rebooted; dropping its entry, the cleanup removes the spec",
+				"claim", klog.KRef(stale.Namespace, stale.Name), "claimUID", stale.UID)
+			continue
 		}
 		logger.Info("Dropped claim prepared before the node rebooted", "claim", klog.KRef(stale.Namespace, stale.Name), "claimUID", stale.UID)
 	}

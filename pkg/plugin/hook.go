@@ -10,11 +10,24 @@ import (
 	"path/filepath"
 
 	"k8s.io/klog/v2"
+
+	"github.com/rdma-dra/rdma-dra-driver/pkg/cdi"
 )
 
 // HookBinary is the file name of the memlock OCI hook, next to the plugin in the image
 // and in the install directory on the host.
 const HookBinary = "rdma-dra-cdi-hook"
+
+// HookFileName is the installed hook's file name for the driver driverName. The default
+// driver's is HookBinary, as in earlier versions, so that the CDI specs of claims prepared
+// before an upgrade keep naming an existing file; any other driver's carries its name, so
+// that two installations sharing a hook directory never replace or remove each other's.
+func HookFileName(driverName string) string {
+	if driverName == "" || driverName == cdi.DefaultDriverName {
+		return HookBinary
+	}
+	return HookBinary + "-" + driverName
+}
 
 // DefaultHookSource is where the hook is looked for when no source is given: next to
 // the running plugin's executable.
@@ -26,15 +39,15 @@ func DefaultHookSource() (string, error) {
 	return filepath.Join(filepath.Dir(exe), HookBinary), nil
 }
 
-// InstallHook copies the hook binary from source into dir (created if needed) and
-// returns the installed path, which CDI specs name: the container runtime runs hooks
+// InstallHook copies the hook binary from source into dir (created if needed) as name
+// (see HookFileName) and returns the installed path, which CDI specs name: the container runtime runs hooks
 // from the host's file system, so dir must be the same path in the plugin's container
 // and on the host (a hostPath mount of the same path).
 //
 // The copy is atomic (temp file, fsync, rename): a runtime starting a container at the
 // same moment runs the old or the new binary, never half of one. An identical binary
 // is left alone.
-func InstallHook(ctx context.Context, source, dir string) (string, error) {
+func InstallHook(ctx context.Context, source, dir, name string) (string, error) {
 	data, err := os.ReadFile(source)
 	if err != nil {
 		return "", fmt.Errorf("read hook binary: %w", err)
@@ -42,7 +55,7 @@ func InstallHook(ctx context.Context, source, dir string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("create hook directory: %w", err)
 	}
-	dst := filepath.Join(dir, HookBinary)
+	dst := filepath.Join(dir, name)
 	if old, err := os.ReadFile(dst); err == nil && bytes.Equal(old, data) {
 		if err := os.Chmod(dst, 0o755); err != nil {
 			return "", fmt.Errorf("set hook mode: %w", err)
@@ -50,7 +63,7 @@ func InstallHook(ctx context.Context, source, dir string) (string, error) {
 		klog.FromContext(ctx).V(2).Info("Hook binary is up to date", "path", dst)
 		return dst, nil
 	}
-	tmp, err := os.CreateTemp(dir, "."+HookBinary+".*.tmp")
+	tmp, err := os.CreateTemp(dir, "."+name+".*.tmp")
 	if err != nil {
 		return "", fmt.Errorf("create temporary hook binary: %w", err)
 	}

@@ -124,9 +124,14 @@ func (d *Driver) reserve(ctx context.Context, cp *checkpoint.Checkpoint, plan *c
 	uid := plan.entry.UID
 	existing := cp.Claims[uid]
 	if existing != nil && existing.Phase == checkpoint.PhasePrepareCompleted && !existing.Adopted && sameAllocation(existing.Devices, plan.entry.Devices) {
-		return answerFor(existing.Clone()), true
+		if d.specPresent(ctx, plan) {
+			return answerFor(existing.Clone()), true
+		}
+		// The spec is gone (a crash between "spec removed" and "entry removed" of an
+		// unprepare, or someone removed it): the answer's CDI IDs would point to nothing
+		// and the container would fail in the runtime. Redo it like a Started entry.
 	}
-	if err := checkOverlap(cp, uid, plan.entry.Devices); err != nil {
+	if err := checkOverlap(cp, plan.entry); err != nil {
 		return kubeletplugin.PrepareResult{Err: err}, true
 	}
 	plan.redo = existing != nil
@@ -140,6 +145,20 @@ func (d *Driver) reserve(ctx context.Context, cp *checkpoint.Checkpoint, plan *c
 	plan.entry.UpdatedAt = d.now()
 	cp.Claims[uid] = plan.entry.Clone()
 	return kubeletplugin.PrepareResult{}, false
+}
+
+// specPresent reports whether the CDI spec of a completed entry is still on disk, with
+// one stat; a failing stat counts as missing, which only costs a rewrite.
+func (d *Driver) specPresent(ctx context.Context, plan *claimPlan) bool {
+	ok, err := d.specs.Exists(plan.entry.UID)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Could not check the CDI spec of a prepared claim, writing it again", "claim", klog.KObj(plan.claim))
+		return false
+	}
+	if !ok {
+		klog.FromContext(ctx).Info("CDI spec of a prepared claim is missing, writing it again", "claim", klog.KObj(plan.claim))
+	}
+	return ok
 }
 
 // writeClaim writes the CDI spec and the status of one reserved claim and completes its
@@ -215,7 +234,14 @@ func (d *Driver) planDevices(claim *resourceapi.ResourceClaim) (*checkpoint.Clai
 		if r.ShareID != nil {
 			shareID = string(*r.ShareID)
 		}
+		shares, err := consumedShares(r, dev)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
 		entry.Devices = append(entry.Devices, checkpoint.Device{
+			Shares:      shares,
+			MaxShares:   dev.MaxShares,
 			Request:     r.Request,
 			Pool:        r.Pool,
 			Device:      r.Device,

@@ -38,13 +38,13 @@ func TestPrepareExclusive(t *testing.T) {
 			}
 			for i, dev := range res.Devices {
 				want := exclusive(n)[i].device
-				wantID := cdi.QualifiedName(string(claim.UID) + "-" + want)
+				wantID := cdi.QualifiedName(testDriver, string(claim.UID)+"-"+want)
 				if dev.DeviceName != want || dev.PoolName != testPool || dev.ShareID != nil ||
 					len(dev.CDIDeviceIDs) == 0 || dev.CDIDeviceIDs[0] != wantID || !cmp.Equal(dev.Requests, []string{"rdma"}) {
 					t.Errorf("device %d: %+v, want %s with CDI ID %s", i, dev, want, wantID)
 				}
 			}
-			if diff := cmp.Diff([]string{cdi.SpecFileName(string(claim.UID))}, files(t, h.cdiDir)); diff != "" {
+			if diff := cmp.Diff([]string{cdi.SpecFileName(testDriver, string(claim.UID))}, files(t, h.cdiDir)); diff != "" {
 				t.Errorf("CDI dir (-want +got):\n%s", diff)
 			}
 			if diff := cmp.Diff(map[string]checkpoint.Phase{string(claim.UID): checkpoint.PhasePrepareCompleted}, h.checkpointClaims()); diff != "" {
@@ -120,7 +120,7 @@ func TestPrepareSharedWithShareIDs(t *testing.T) {
 			t.Fatalf("prepare %s: %v", tc.claim.Name, res.Err)
 		}
 		dev := res.Devices[0]
-		wantID := cdi.QualifiedName(string(tc.claim.UID) + "-mlx5-0-p1-shared-" + tc.share)
+		wantID := cdi.QualifiedName(testDriver, string(tc.claim.UID)+"-mlx5-0-p1-shared-"+tc.share)
 		if dev.ShareID == nil || string(*dev.ShareID) != tc.share || dev.CDIDeviceIDs[0] != wantID {
 			t.Errorf("claim %s: share %v, CDI IDs %v, want %s and %s", tc.claim.Name, dev.ShareID, dev.CDIDeviceIDs, tc.share, wantID)
 		}
@@ -262,7 +262,7 @@ func TestPrepareIdempotent(t *testing.T) {
 	d := h.driver()
 	c := h.claim("c", exclusive(8))
 	first := prepareOne(t, d, c)
-	specPath := filepath.Join(h.cdiDir, cdi.SpecFileName(string(c.UID)))
+	specPath := filepath.Join(h.cdiDir, cdi.SpecFileName(testDriver, string(c.UID)))
 	before, err := os.Stat(specPath)
 	if err != nil {
 		t.Fatal(err)

@@ -71,7 +71,7 @@ func TestCrashAtEveryStep(t *testing.T) {
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("answer after crash (-uninterrupted +got):\n%s", diff)
 			}
-			if diff := cmp.Diff([]string{cdi.SpecFileName(string(c.UID))}, files(t, h.cdiDir)); diff != "" {
+			if diff := cmp.Diff([]string{cdi.SpecFileName(testDriver, string(c.UID))}, files(t, h.cdiDir)); diff != "" {
 				t.Errorf("CDI dir (-want +got):\n%s", diff)
 			}
 			unprepareOne(t, h.driver(), c)
@@ -315,7 +315,7 @@ func TestCleanupRemovesOrphansOnly(t *testing.T) {
 	if err := d.Cleanup(h.ctx); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]string{cdi.SpecFileName(string(live.UID))}, files(t, h.cdiDir)); diff != "" {
+	if diff := cmp.Diff([]string{cdi.SpecFileName(testDriver, string(live.UID))}, files(t, h.cdiDir)); diff != "" {
 		t.Errorf("CDI specs (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff(map[string]checkpoint.Phase{string(live.UID): checkpoint.PhasePrepareCompleted}, h.checkpointClaims()); diff != "" {
@@ -338,7 +338,7 @@ func TestInstallHook(t *testing.T) {
 	}
 	dir := filepath.Join(t.TempDir(), "host", "bin")
 	for range 2 {
-		path, err := InstallHook(context.Background(), src, dir)
+		path, err := InstallHook(context.Background(), src, dir, HookBinary)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -353,7 +353,7 @@ func TestInstallHook(t *testing.T) {
 			t.Errorf("install dir holds %v", got)
 		}
 	}
-	if _, err := InstallHook(context.Background(), filepath.Join(t.TempDir(), "missing"), dir); err == nil {
+	if _, err := InstallHook(context.Background(), filepath.Join(t.TempDir(), "missing"), dir, HookBinary); err == nil {
 		t.Error("missing source accepted")
 	}
 }

@@ -209,7 +209,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	store := checkpoint.NewStore(cfg.DataDir(), cfg.BootIDPath)
-	specs := cdi.NewWriter(cdi.Options{SpecDir: cfg.CDIRoot, DevRoot: cfg.DevRoot, HookPath: hookPath})
+	specs := cdi.NewWriter(cdi.Options{DriverName: cfg.DriverName, SpecDir: cfg.CDIRoot, DevRoot: cfg.DevRoot, HookPath: hookPath})
 	driver, err := NewDriver(ctx, DriverOptions{
 		DriverName:      cfg.DriverName,
 		NodeName:        cfg.NodeName,
@@ -342,7 +342,7 @@ func installHook(ctx context.Context, cfg Config) (string, error) {
 		klog.FromContext(ctx).Error(err, "Memlock hook binary not found next to the plugin; claims that set memlock will fail", "source", source)
 		return "", nil
 	}
-	path, err := InstallHook(ctx, source, cfg.HookInstallDir)
+	path, err := InstallHook(ctx, source, cfg.HookInstallDir, HookFileName(cfg.DriverName))
 	if err != nil {
 		return "", fmt.Errorf("install memlock hook: %w", err)
 	}

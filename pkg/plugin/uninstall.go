@@ -50,35 +50,39 @@ func UninstallReason(ctx context.Context, kube kubernetes.Interface, namespace, 
 	}
 }
 
-// UninstallCleanup removes what the plugin put on the node once it is uninstalled: the
-// hook binary it installed, and, only when no claim is prepared, its CDI specs, its
-// checkpoint and its data directory. With prepared claims the checkpoint stays (a
-// reinstall adopts it and unprepares them) and the reason is logged. Call it after the
+// UninstallCleanup removes what the plugin put on the node once it is uninstalled, only
+// when no claim is prepared: the hook binary it installed, its CDI specs, its checkpoint
+// and its data directory. With prepared claims everything stays and the reason is
+// logged: a reinstall adopts the checkpoint and unprepares them, and the hook stays
+// because the CDI specs of those claims name it, so a restarting container of a running
+// pod that asked for a memlock limit still starts. Only this installation's files are
+// touched: the hook by its own path (HookFileName) and the specs of its own CDI kind
+// (cdi.Vendor), never another installation's in the same directories. Call it after the
 // kubelet plugin helper has stopped, so that its sockets are closed.
 func UninstallCleanup(ctx context.Context, cfg Config, hookPath string, store *checkpoint.Store, specs SpecWriter) error {
 	logger := klog.FromContext(ctx)
 	var errs []error
+	unlock, err := store.Lock()
+	if err != nil {
+		return err
+	}
+	loaded, err := store.Load()
+	if err != nil {
+		unlock()
+		return fmt.Errorf("load checkpoint: %w", err)
+	}
+	if n := len(loaded.Checkpoint.Claims); n > 0 {
+		unlock()
+		logger.Info("Uninstalled with prepared claims; keeping the checkpoint, their CDI specs and the memlock hook for a reinstall",
+			"claims", checkpoint.SortedUIDs(loaded.Checkpoint), "checkpoint", store.Path(), "hook", hookPath)
+		return nil
+	}
 	if hookPath != "" {
 		if err := os.Remove(hookPath); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("remove hook %s: %w", hookPath, err))
 		} else {
 			logger.Info("Removed the memlock hook", "path", hookPath)
 		}
-	}
-	unlock, err := store.Lock()
-	if err != nil {
-		return errors.Join(append(errs, err)...)
-	}
-	loaded, err := store.Load()
-	if err != nil {
-		unlock()
-		return errors.Join(append(errs, fmt.Errorf("load checkpoint: %w", err))...)
-	}
-	if n := len(loaded.Checkpoint.Claims); n > 0 {
-		unlock()
-		logger.Info("Uninstalled with prepared claims; keeping the checkpoint and their CDI specs for a reinstall",
-			"claims", checkpoint.SortedUIDs(loaded.Checkpoint), "checkpoint", store.Path())
-		return errors.Join(errs...)
 	}
 	uids, err := specs.List()
 	if err != nil {

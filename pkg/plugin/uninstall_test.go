@@ -60,17 +60,23 @@ func TestUninstallReason(t *testing.T) {
 	}
 }
 
+// TestUninstallCleanup: without prepared claims everything of this installation goes;
+// with one, the checkpoint, the specs and the memlock hook stay (the claim's spec names
+// the hook, and a restarting container runs it again). Another installation's spec and
+// hook in the same directories are never touched.
 func TestUninstallCleanup(t *testing.T) {
 	const uid = "0d3e5a2c-1b4f-4c9e-8f00-000000000001"
 	const orphan = "0d3e5a2c-1b4f-4c9e-8f00-000000000002"
+	const otherDriver = "rdma.example.com"
 	tests := []struct {
 		name         string
 		prepared     bool
 		wantDataDir  bool
+		wantHook     bool
 		wantSpecUIDs []string
 	}{
-		{name: "no claim prepared: everything goes", prepared: false, wantDataDir: false, wantSpecUIDs: nil},
-		{name: "a claim prepared: checkpoint and specs stay", prepared: true, wantDataDir: true, wantSpecUIDs: []string{uid, orphan}},
+		{name: "no claim prepared: everything goes", prepared: false, wantDataDir: false, wantHook: false, wantSpecUIDs: nil},
+		{name: "a claim prepared: checkpoint, specs and hook stay", prepared: true, wantDataDir: true, wantHook: true, wantSpecUIDs: []string{uid, orphan}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -80,9 +86,11 @@ func TestUninstallCleanup(t *testing.T) {
 			must(t, os.WriteFile(bootID, []byte("boot-1\n"), 0o644))
 			must(t, os.MkdirAll(cfg.DataDir(), 0o750))
 			must(t, os.WriteFile(filepath.Join(cfg.DataDir(), "dra.sock"), nil, 0o600))
-			hook := filepath.Join(root, "bin", HookBinary)
+			hook := filepath.Join(root, "bin", HookFileName(cfg.DriverName))
+			otherHook := filepath.Join(root, "bin", HookFileName(otherDriver))
 			must(t, os.MkdirAll(filepath.Dir(hook), 0o755))
 			must(t, os.WriteFile(hook, []byte("hook"), 0o755))
+			must(t, os.WriteFile(otherHook, []byte("hook"), 0o755))
 
 			store := checkpoint.NewStore(cfg.DataDir(), bootID)
 			specs := cdi.NewWriter(cdi.Options{SpecDir: cfg.CDIRoot, DevRoot: "/dev"})
@@ -99,14 +107,21 @@ func TestUninstallCleanup(t *testing.T) {
 			// List and Remove go by file name only.
 			must(t, os.MkdirAll(cfg.CDIRoot, 0o755))
 			for _, u := range []string{uid, orphan} {
-				must(t, os.WriteFile(filepath.Join(cfg.CDIRoot, cdi.SpecFileName(u)), []byte("{}"), 0o644))
+				must(t, os.WriteFile(filepath.Join(cfg.CDIRoot, cdi.SpecFileName(cfg.DriverName, u)), []byte("{}"), 0o644))
 			}
+			otherSpec := filepath.Join(cfg.CDIRoot, cdi.SpecFileName(otherDriver, orphan))
+			must(t, os.WriteFile(otherSpec, []byte("{}"), 0o644))
 
 			if err := UninstallCleanup(context.Background(), cfg, hook, store, specs); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := os.Stat(hook); !errors.Is(err, os.ErrNotExist) {
-				t.Errorf("hook still there: %v", err)
+			if _, err := os.Stat(hook); (err == nil) != tc.wantHook {
+				t.Errorf("hook present = %v, want %v", err == nil, tc.wantHook)
+			}
+			for _, p := range []string{otherHook, otherSpec} {
+				if _, err := os.Stat(p); err != nil {
+					t.Errorf("another installation's file %s: %v", p, err)
+				}
 			}
 			_, err = os.Stat(store.Path())
 			if gotDir := err == nil; gotDir != tc.wantDataDir {
