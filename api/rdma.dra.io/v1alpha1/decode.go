@@ -107,7 +107,9 @@ func marshalNumberOrString(s string) ([]byte, error) {
 // parseMemlockBytes parses a positive whole number of bytes written as an integer or a
 // quantity; fractions ("0.5", "1m") and values beyond int64 are refused.
 func parseMemlockBytes(s string) (int64, bool) {
-	if s == string(MemlockUnset) || s == string(MemlockUnlimited) {
+	// ParseQuantity's time and memory grow faster than the length of its input: nothing
+	// longer than any valid value reaches it.
+	if len(s) > MaxScalarLength || s == string(MemlockUnset) || s == string(MemlockUnlimited) {
 		return 0, false
 	}
 	if n, err := strconv.ParseInt(s, 10, 64); err == nil {

@@ -21,6 +21,8 @@ func overlay(c, out *RdmaConfig) {
 	copyPtr(&out.NCCLEnv, c.NCCLEnv)
 	copyPtr(&out.GIDIndex, c.GIDIndex)
 	copyPtr(&out.Memlock, c.Memlock)
+	copyPtr(&out.AllowedCharDevices, c.AllowedCharDevices)
+	copyPtr(&out.MaxMemlock, c.MaxMemlock)
 	if c.Network != nil {
 		n := &NetworkConfig{}
 		if out.Network != nil && out.Network != c.Network {

@@ -40,21 +40,22 @@ func (c *RdmaConfig) Default() {
 // e.g. spec.devices.config[0].opaque.parameters; it may be nil.
 func (c *RdmaConfig) Validate(fldPath *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	if c.CharDevices != nil && !isCharDeviceSet(*c.CharDevices) {
-		errs = append(errs, field.NotSupported(fldPath.Child("charDevices"), string(*c.CharDevices), charDeviceSets))
+	// Every scalar is bounded before it is parsed or quoted back (limits.go).
+	if c.CharDevices != nil {
+		errs = append(errs, validateCharDevices(fldPath.Child("charDevices"), *c.CharDevices)...)
 	}
 	if p := c.GIDIndex; p != nil && *p != GIDIndexAuto && *p != GIDIndexNone {
-		if _, ok := p.Index(); !ok {
+		if len(*p) > MaxScalarLength {
+			errs = append(errs, field.TooLong(fldPath.Child("gidIndex"), "", MaxScalarLength))
+		} else if _, ok := p.Index(); !ok {
 			errs = append(errs, field.Invalid(fldPath.Child("gidIndex"), string(*p),
 				"must be auto, none or a number from 0 to 255"))
 		}
 	}
-	if p := c.Memlock; p != nil && *p != MemlockUnset && *p != MemlockUnlimited {
-		if _, ok := p.Bytes(); !ok {
-			errs = append(errs, field.Invalid(fldPath.Child("memlock"), string(*p),
-				"must be unset, unlimited or a positive whole number of bytes such as 64Gi"))
-		}
+	if c.Memlock != nil {
+		errs = append(errs, validateMemlock(fldPath.Child("memlock"), *c.Memlock)...)
 	}
+	errs = append(errs, c.validateLimits(fldPath)...)
 	if c.Network != nil {
 		errs = append(errs, c.Network.validate(fldPath.Child("network"))...)
 	}

@@ -59,9 +59,14 @@ func (p *RdmaPool) Validate() field.ErrorList {
 // ValidateConfigBytes decodes raw as an RdmaConfig and validates it; every problem is
 // reported at fldPath, the place of the config in its object.
 func ValidateConfigBytes(fldPath *field.Path, raw []byte) field.ErrorList {
-	cfg, err := DecodeConfig(raw)
+	cfg, err := DecodeBoundedConfig(raw)
 	if err != nil {
-		return field.ErrorList{field.Invalid(fldPath, string(raw), err.Error())}
+		// The document may be long (DecodeConfig refuses it then): quote its start only.
+		quoted := string(raw)
+		if len(quoted) > 512 {
+			quoted = quoted[:512] + "..."
+		}
+		return field.ErrorList{field.Invalid(fldPath, quoted, err.Error())}
 	}
 	return cfg.Validate(fldPath)
 }

@@ -41,6 +41,14 @@ type RdmaConfig struct {
 	// Memlock is the RLIMIT_MEMLOCK to give containers: unset (default), unlimited or a
 	// number of bytes, written as an integer or a quantity such as 64Gi.
 	Memlock *MemlockPolicy `json:"memlock,omitempty"`
+	// AllowedCharDevices is an admin limit: the widest set of character devices a claim
+	// of the class may get (verbs, diagnostics or management). Only a DeviceClass config
+	// (an RdmaPool's config among them) may set it. Default: no limit.
+	AllowedCharDevices *CharDeviceSet `json:"allowedCharDevices,omitempty"`
+	// MaxMemlock is an admin limit: the highest memlock a claim of the class may ask
+	// for: unset (claims may not raise the limit), a number of bytes, or unlimited (no
+	// limit, the default). Only a DeviceClass config may set it.
+	MaxMemlock *MemlockPolicy `json:"maxMemlock,omitempty"`
 	// Network attaches the port's network into the pod's network namespace (RoCE and
 	// IPoIB in ordinary pods); see NetworkConfig. Default: nothing is attached.
 	Network *NetworkConfig `json:"network,omitempty"`
