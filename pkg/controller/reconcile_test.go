@@ -343,7 +343,7 @@ func TestSyncInvalidPools(t *testing.T) {
 		{"bad pattern", func(p *v1alpha1.RdmaPool) { p.Spec.Selectors.IfNames = []string{"ib["} },
 			v1alpha1.ReasonInvalidSelector, `spec.selectors.ifNames[0]: Invalid value: "ib["`},
 		{"bad CEL", func(p *v1alpha1.RdmaPool) { p.Spec.CEL = `device.attributes["rdma.dra.io"].port ==` },
-			v1alpha1.ReasonInvalidSelector, "CEL selector: compilation failed"},
+			v1alpha1.ReasonInvalidSelector, "CEL selector: spec.cel: compilation failed"},
 		{"CEL with an unknown field", func(p *v1alpha1.RdmaPool) { p.Spec.CEL = `device.vendor == "15b3"` },
 			v1alpha1.ReasonInvalidSelector, "undefined field 'vendor'"},
 		{"bad config", func(p *v1alpha1.RdmaPool) {

@@ -5,12 +5,13 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"sync/atomic"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 
+	v1alpha1 "github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/webhook"
 )
 
@@ -48,8 +50,11 @@ type Config struct {
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// Workers is how many pools are synced at once.
 	Workers int
-	// HTTPAddress serves /metrics, /healthz and /readyz; empty disables.
-	HTTPAddress string
+	// MetricsAddress serves /metrics, without authentication; empty disables. The
+	// default (cmd/rdma-dra-controller) is 127.0.0.1: scraping is an opt-in.
+	MetricsAddress string
+	// ProbeAddress serves /healthz and /readyz for the kubelet's probes; empty disables.
+	ProbeAddress string
 	// Webhook configures the admission webhook; an empty Address disables it.
 	Webhook WebhookConfig
 }
@@ -92,9 +97,13 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.LeaderElect {
 		electionHealth = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
 	}
-	if cfg.HTTPAddress != "" {
+	if cfg.MetricsAddress != "" {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", metrics.Handler())
+		go serve(ctx, cancel, "metrics", newHTTPServer(cfg.MetricsAddress, mux), false)
+	}
+	if cfg.ProbeAddress != "" {
+		mux := http.NewServeMux()
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 			if electionHealth != nil {
 				if err := electionHealth.Check(r); err != nil {
@@ -112,7 +121,7 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 			_, _ = w.Write([]byte("ok"))
 		})
-		go serve(ctx, cancel, "http", &http.Server{Addr: cfg.HTTPAddress, Handler: mux, ReadHeaderTimeout: 10 * time.Second}, false)
+		go serve(ctx, cancel, "probes", newHTTPServer(cfg.ProbeAddress, mux), false)
 	}
 	if cfg.Webhook.Address != "" {
 		if err := startWebhook(ctx, cancel, kube, cfg, &webhookReady); err != nil {
@@ -202,15 +211,32 @@ func startWebhook(ctx context.Context, cancel context.CancelCauseFunc, kube kube
 	default:
 		return fmt.Errorf("webhook certificate source %q: want %s or %s", w.CertSource, CertSelfManaged, CertFiles)
 	}
-	mux := http.NewServeMux()
-	mux.Handle(webhook.Path, &webhook.Validator{DriverName: cfg.DriverName})
-	srv := &http.Server{
-		Addr: w.Address, Handler: mux, ReadHeaderTimeout: 10 * time.Second,
-		TLSConfig:   &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: getCert},
-		BaseContext: func(net.Listener) context.Context { return ctx },
+	// Every replica serves the webhook, leader or not, so it keeps its own cache of
+	// DeviceClasses for the admin limits of their configs.
+	factory := informers.NewSharedInformerFactory(kube, 0)
+	classes := factory.Resource().V1().DeviceClasses().Lister()
+	factory.Start(ctx.Done())
+	v := &webhook.Validator{
+		DriverName: cfg.DriverName,
+		ValidatePool: func(p *v1alpha1.RdmaPool) field.ErrorList {
+			return ValidatePoolCEL(cfg.DriverName, &p.Spec)
+		},
+		Class: classes.Get,
 	}
+	srv := webhook.NewServer(ctx, w.Address, v, &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: getCert})
 	go serve(ctx, cancel, "webhook", srv, true)
 	return nil
+}
+
+// newHTTPServer is a plain HTTP server for the small metrics and probe endpoints, with
+// timeouts so that a slow client cannot hold connections open.
+func newHTTPServer(addr string, h http.Handler) *http.Server {
+	return &http.Server{
+		Addr: addr, Handler: h,
+		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: 90 * time.Second,
+		MaxHeaderBytes: 16 << 10,
+	}
 }
 
 // keepCertificate ensures the self-managed certificate now and every hour after, and

@@ -97,11 +97,17 @@ func PoolCEL(driverName string, spec *v1alpha1.RdmaPoolSpec) (string, error) {
 		terms = append(terms, fmt.Sprintf("%s && %s >= %d", attrSpeed.present(), attrSpeed.ref(), *s.MinSpeedGbps))
 	}
 	if e := strings.TrimSpace(spec.CEL); e != "" {
-		// Parentheses keep the user's || from escaping the conjunction; the newline ends
-		// a trailing // comment of the user's expression.
-		terms = append(terms, "("+e+"\n)")
+		term, err := userTerm(e)
+		if err != nil {
+			return "", fmt.Errorf("spec.cel: %w", err)
+		}
+		terms = append(terms, term)
 	}
-	return strings.Join(terms, " && "), nil
+	expr := strings.Join(terms, " && ")
+	if err := checkConjunction(expr, terms); err != nil {
+		return "", err
+	}
+	return expr, nil
 }
 
 // exactTerm selects devices whose attribute is one of values.
@@ -319,6 +325,10 @@ func reLiteral(r rune) string {
 // later (consumable capacity), the same environment the scheduler evaluates the class in.
 var celCompiler = dracel.GetCompiler(dracel.Features{EnableConsumableCapacity: true})
 
+// selectorOptions compile in the environment of new expressions, which the API server
+// applies to a DeviceClass that is written.
+var selectorOptions = dracel.Options{EnvType: ptr.To(environment.NewExpressions)}
+
 // CompileSelector compiles expr as the API server and the scheduler would, in the
 // environment of new expressions, and checks the limits the API server applies to a
 // DeviceClass selector: length and estimated cost.
@@ -326,7 +336,7 @@ func CompileSelector(expr string) (dracel.CompilationResult, error) {
 	if len(expr) > resourceapi.CELSelectorExpressionMaxLength {
 		return dracel.CompilationResult{}, fmt.Errorf("expression is %d bytes long, the API allows %d", len(expr), resourceapi.CELSelectorExpressionMaxLength)
 	}
-	res := celCompiler.CompileCELExpression(expr, dracel.Options{EnvType: ptr.To(environment.NewExpressions)})
+	res := celCompiler.CompileCELExpression(expr, selectorOptions)
 	if res.Error != nil {
 		return res, fmt.Errorf("%s", res.Error.Detail)
 	}

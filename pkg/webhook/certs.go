@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"math/big"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -34,6 +35,10 @@ const (
 	// SecretCAKeyKey holds the CA's key, so that a renewed serving certificate is
 	// signed by the same CA and the caBundle need not change.
 	SecretCAKeyKey = "ca.key"
+	// SecretPreviousCAKey holds the CA that a new CA replaced. Until it expires it stays
+	// in the caBundle next to the new one: the other replicas keep serving certificates
+	// of the old CA until their next check, and the API server must trust both meanwhile.
+	SecretPreviousCAKey = "ca-previous.crt"
 )
 
 // Lifetimes of the self-managed certificates. The serving certificate is renewed when
@@ -86,7 +91,9 @@ func (m *CertManager) Ensure(ctx context.Context) error {
 		return fmt.Errorf("get Secret %s/%s: %w", m.Namespace, m.SecretName, err)
 	}
 	caPEM, certPEM, keyPEM := secret.Data[SecretCAKey], secret.Data[SecretCertKey], secret.Data[SecretKeyKey]
+	previousPEM := secret.Data[SecretPreviousCAKey]
 	if reason := m.invalid(caPEM, certPEM, keyPEM); reason != "" {
+		oldCAPEM := caPEM
 		klog.FromContext(ctx).Info("Issuing webhook certificate", "secret", m.SecretName, "reason", reason)
 		var caKeyPEM []byte
 		if caPEM, caKeyPEM, certPEM, keyPEM, err = m.issue(caPEM, secret.Data[SecretCAKeyKey]); err != nil {
@@ -98,6 +105,18 @@ func (m *CertManager) Ensure(ctx context.Context) error {
 		}
 		update.Data[SecretCAKey], update.Data[SecretCertKey], update.Data[SecretKeyKey] = caPEM, certPEM, keyPEM
 		update.Data[SecretCAKeyKey] = caKeyPEM
+		if !bytes.Equal(caPEM, oldCAPEM) {
+			// A new CA: the old one, if it still verifies anything, is trusted alongside.
+			previousPEM = nil
+			if m.unexpired(oldCAPEM) {
+				previousPEM = oldCAPEM
+			}
+			if previousPEM == nil {
+				delete(update.Data, SecretPreviousCAKey)
+			} else {
+				update.Data[SecretPreviousCAKey] = previousPEM
+			}
+		}
 		if _, err := secrets.Update(ctx, update, metav1.UpdateOptions{}); err != nil {
 			return fmt.Errorf("update Secret %s/%s: %w", m.Namespace, m.SecretName, err)
 		}
@@ -109,7 +128,22 @@ func (m *CertManager) Ensure(ctx context.Context) error {
 	m.mu.Lock()
 	m.cert = &cert
 	m.mu.Unlock()
-	return m.patchCABundle(ctx, caPEM)
+	return m.patchCABundle(ctx, m.caBundle(caPEM, previousPEM))
+}
+
+// caBundle is the current CA, followed by the previous one while it has not expired.
+func (m *CertManager) caBundle(caPEM, previousPEM []byte) []byte {
+	if !m.unexpired(previousPEM) || bytes.Equal(caPEM, previousPEM) {
+		return caPEM
+	}
+	bundle := append(bytes.TrimRight(slices.Clone(caPEM), "\n"), '\n')
+	return append(bundle, previousPEM...)
+}
+
+// unexpired reports whether caPEM is a CA certificate that is still valid.
+func (m *CertManager) unexpired(caPEM []byte) bool {
+	ca, err := parseCert(caPEM)
+	return err == nil && ca.IsCA && m.now().Before(ca.NotAfter)
 }
 
 // invalid says why the Secret's certificates cannot be used, or "".
@@ -197,7 +231,7 @@ func (m *CertManager) issue(oldCAPEM, oldCAKeyPEM []byte) (caPEM, caKeyPEM, cert
 	return caPEM, caKeyPEM, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), keyPEM, nil
 }
 
-// patchCABundle writes caPEM into every webhook of the configuration that lacks it. A
+// patchCABundle writes the bundle caPEM into every webhook of the configuration that lacks it. A
 // JSON patch with a test of the resourceVersion would be stricter; the caBundle is the
 // only field written, and writing the same value twice is harmless.
 func (m *CertManager) patchCABundle(ctx context.Context, caPEM []byte) error {

@@ -23,13 +23,24 @@ import (
 // Path is where the webhook is served.
 const Path = "/validate"
 
-// maxBody bounds an AdmissionReview; the API server's own limit for an object is 3 MiB.
-const maxBody = 4 << 20
+// MaxBody bounds an AdmissionReview to what the API server can send: it refuses request
+// bodies over 3 MiB (its MaxRequestBodyBytes), and the review of an UPDATE carries the
+// new object and the stored old one, each at most that, plus the request's metadata.
+// The server reads at most this much of a body and keeps at most MaxInFlight reviews
+// in memory at once (server.go).
+const MaxBody = 2*(3<<20) + 1<<20
 
 // Validator validates the opaque configs of one driver.
 type Validator struct {
 	// DriverName is the driver whose opaque parameters are RdmaConfigs.
 	DriverName string
+	// ValidatePool checks what of an RdmaPool needs the allocator's CEL environment (its
+	// expression); nil checks only RdmaPool.Validate. The controller sets it.
+	ValidatePool func(*v1alpha1.RdmaPool) field.ErrorList
+	// Class returns a DeviceClass by name, for the admin limits of its config that the
+	// configs of a claim must keep; nil, or a class it cannot return, leaves the limits
+	// to the kubelet plugin, which enforces them at prepare either way.
+	Class func(name string) (*resourceapi.DeviceClass, error)
 }
 
 // ServeHTTP answers one AdmissionReview. A request it cannot read is a 400; an object
@@ -40,8 +51,8 @@ func (v *Validator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "POST an admission.k8s.io/v1 AdmissionReview", http.StatusMethodNotAllowed)
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-	if err != nil || len(body) > maxBody {
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
+	if err != nil || len(body) > MaxBody {
 		http.Error(w, "read AdmissionReview: too large or unreadable", http.StatusBadRequest)
 		return
 	}
@@ -99,13 +110,13 @@ func (v *Validator) validate(kind metav1.GroupVersionKind, raw []byte) (field.Er
 		if err := decode(obj); err != nil {
 			return nil, err
 		}
-		return v.claimConfigs(field.NewPath("spec", "devices", "config"), obj.Spec.Devices.Config), nil
+		return v.claimConfigs(field.NewPath("spec", "devices"), &obj.Spec.Devices), nil
 	case kind.Group == resourceapi.GroupName && kind.Version == "v1" && kind.Kind == "ResourceClaimTemplate":
 		obj := &resourceapi.ResourceClaimTemplate{}
 		if err := decode(obj); err != nil {
 			return nil, err
 		}
-		return v.claimConfigs(field.NewPath("spec", "spec", "devices", "config"), obj.Spec.Spec.Devices.Config), nil
+		return v.claimConfigs(field.NewPath("spec", "spec", "devices"), &obj.Spec.Spec.Devices), nil
 	case kind.Group == resourceapi.GroupName && kind.Version == "v1" && kind.Kind == "DeviceClass":
 		obj := &resourceapi.DeviceClass{}
 		if err := decode(obj); err != nil {
@@ -113,7 +124,8 @@ func (v *Validator) validate(kind metav1.GroupVersionKind, raw []byte) (field.Er
 		}
 		var errs field.ErrorList
 		for i, c := range obj.Spec.Config {
-			errs = append(errs, v.opaque(field.NewPath("spec", "config").Index(i).Child("opaque"), c.Opaque)...)
+			_, cfgErrs := v.opaque(field.NewPath("spec", "config").Index(i).Child("opaque"), c.Opaque, v1alpha1.SourceClass)
+			errs = append(errs, cfgErrs...)
 		}
 		return errs, nil
 	case kind.Group == v1alpha1.GroupName && kind.Kind == v1alpha1.RdmaPoolKind:
@@ -121,23 +133,115 @@ func (v *Validator) validate(kind metav1.GroupVersionKind, raw []byte) (field.Er
 		if err := decode(obj); err != nil {
 			return nil, err
 		}
-		return obj.Validate(), nil
+		errs := obj.Validate()
+		if len(errs) == 0 && v.ValidatePool != nil {
+			errs = v.ValidatePool(obj)
+		}
+		return errs, nil
 	}
 	return nil, nil
 }
 
-func (v *Validator) claimConfigs(fldPath *field.Path, configs []resourceapi.DeviceClaimConfiguration) field.ErrorList {
+// claimConfigs validates the configs of a claim's devices (fldPath is spec.devices or
+// its place in a template): each as a claim config, which may not set admin limits, and
+// against the limits of the DeviceClasses of the requests it applies to.
+func (v *Validator) claimConfigs(fldPath *field.Path, devices *resourceapi.DeviceClaim) field.ErrorList {
 	var errs field.ErrorList
-	for i, c := range configs {
-		errs = append(errs, v.opaque(fldPath.Index(i).Child("opaque"), c.Opaque)...)
+	for i, c := range devices.Config {
+		path := fldPath.Child("config").Index(i).Child("opaque")
+		cfg, cfgErrs := v.opaque(path, c.Opaque, v1alpha1.SourceClaim)
+		errs = append(errs, cfgErrs...)
+		if cfg == nil || len(cfgErrs) > 0 {
+			continue
+		}
+		errs = append(errs, v.classLimits(path.Child("parameters"), cfg, classesOf(devices.Requests, c.Requests))...)
 	}
 	return errs
 }
 
-// opaque validates one opaque config if it is this driver's.
-func (v *Validator) opaque(fldPath *field.Path, c *resourceapi.OpaqueDeviceConfiguration) field.ErrorList {
+// opaque decodes and validates one opaque config if it is this driver's; it returns the
+// config when it decoded.
+func (v *Validator) opaque(fldPath *field.Path, c *resourceapi.OpaqueDeviceConfiguration, source v1alpha1.ConfigSource) (*v1alpha1.RdmaConfig, field.ErrorList) {
 	if c == nil || c.Driver != v.DriverName {
+		return nil, nil
+	}
+	path := fldPath.Child("parameters")
+	cfg, err := v1alpha1.DecodeBoundedConfig(c.Parameters.Raw)
+	if err != nil {
+		return nil, field.ErrorList{field.Invalid(path, truncate(string(c.Parameters.Raw)), err.Error())}
+	}
+	return cfg, cfg.ValidateFor(path, source)
+}
+
+// classLimits checks cfg against the admin limits of each named DeviceClass.
+func (v *Validator) classLimits(fldPath *field.Path, cfg *v1alpha1.RdmaConfig, classes []string) field.ErrorList {
+	if v.Class == nil {
 		return nil
 	}
-	return v1alpha1.ValidateConfigBytes(fldPath.Child("parameters"), c.Parameters.Raw)
+	var errs field.ErrorList
+	for _, name := range classes {
+		class, err := v.Class(name)
+		if err != nil || class == nil {
+			continue // the scheduler refuses a request of a class that does not exist
+		}
+		var configs []*v1alpha1.RdmaConfig
+		for _, c := range class.Spec.Config {
+			if c.Opaque == nil || c.Opaque.Driver != v.DriverName {
+				continue
+			}
+			if cc, err := v1alpha1.DecodeBoundedConfig(c.Opaque.Parameters.Raw); err == nil {
+				configs = append(configs, cc)
+			}
+		}
+		for _, e := range v1alpha1.ExceedsLimits(fldPath, cfg, configs) {
+			e.Detail += fmt.Sprintf(" (DeviceClass %s)", name)
+			errs = append(errs, e)
+		}
+	}
+	return errs
+}
+
+// classesOf returns the DeviceClasses of the requests a config applies to: requests
+// names them (a request, or a subrequest as <request>/<subrequest>); empty is all.
+func classesOf(requests []resourceapi.DeviceRequest, names []string) []string {
+	applies := func(request, sub string) bool {
+		if len(names) == 0 {
+			return true
+		}
+		for _, n := range names {
+			if n == request || (sub != "" && n == request+"/"+sub) {
+				return true
+			}
+		}
+		return false
+	}
+	seen := map[string]bool{}
+	var out []string
+	add := func(class string) {
+		if class != "" && !seen[class] {
+			seen[class] = true
+			out = append(out, class)
+		}
+	}
+	for _, r := range requests {
+		if r.Exactly != nil && applies(r.Name, "") {
+			add(r.Exactly.DeviceClassName)
+		}
+		for _, s := range r.FirstAvailable {
+			if applies(r.Name, s.Name) {
+				add(s.DeviceClassName)
+			}
+		}
+	}
+	return out
+}
+
+// truncate keeps a quoted value short in a message: a config is at most 10 KiB, the
+// message need not repeat all of it.
+func truncate(s string) string {
+	const limit = 512
+	if len(s) <= limit {
+		return s
+	}
+	return s[:limit] + "..."
 }

@@ -98,7 +98,7 @@ func TestServeHTTPRejectsBadRequests(t *testing.T) {
 		{"GET", http.MethodGet, "", http.StatusMethodNotAllowed},
 		{"not JSON", http.MethodPost, "{", http.StatusBadRequest},
 		{"no request", http.MethodPost, `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}`, http.StatusBadRequest},
-		{"too large", http.MethodPost, string(bytes.Repeat([]byte(" "), maxBody+1)), http.StatusBadRequest},
+		{"too large", http.MethodPost, string(bytes.Repeat([]byte(" "), MaxBody+1)), http.StatusBadRequest},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := httptest.NewRecorder()
