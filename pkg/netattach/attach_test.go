@@ -322,7 +322,12 @@ func TestAttachRefusals(t *testing.T) {
 	}, {
 		name: "move of a bond: the kernel keeps bonds in their namespace",
 		spec: Spec{Mode: ModeMove, HostNetdev: "bond0", PodIfName: "net1"},
-		text: "move bond0 into the pod",
+		want: ErrBondNotMovable, text: "move bond0",
+	}, {
+		name:  "pod in the host network namespace",
+		setup: func(f *fixture) { f.target.NetnsPath = "/host" },
+		spec:  Spec{Mode: ModeMove, HostNetdev: roceNetdev, PodIfName: "net1"},
+		want:  ErrHostNamespace,
 	}, {
 		name: "macvlan on an IPoIB netdev",
 		spec: Spec{Mode: ModeMacvlan, HostNetdev: "ibp12s0", PodIfName: "net1"},

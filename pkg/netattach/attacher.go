@@ -19,6 +19,10 @@ var ErrNamespaceGone = errors.New("network namespace is gone")
 // requested name (and it is not this attachment's).
 var ErrNameTaken = errors.New("interface name already taken in the pod")
 
+// ErrHostNamespace is wrapped by Attach when the pod's namespace is the host's own
+// (a hostNetwork pod): there is nothing to attach into.
+var ErrHostNamespace = errors.New("pod shares the host network namespace")
+
 const defaultReturnTimeout = 5 * time.Second
 
 // NewAttacher returns an Attacher for the options.
@@ -105,6 +109,10 @@ func (a *Attacher) Attach(ctx context.Context, spec Spec, target Target, save Jo
 		return State{}, fmt.Errorf("open pod network namespace %s: %w", target.NetnsPath, err)
 	}
 	defer closeNS(logger, pod)
+	if pod.ID() == host.ID() {
+		// A host-network pod: "moving" into it would rename the host's own netdev.
+		return State{}, fmt.Errorf("pod network namespace %s is the host's: %w", target.NetnsPath, ErrHostNamespace)
+	}
 
 	r := &run{a: a, ctx: ctx, log: logger, host: host, pod: pod, st: st, save: save}
 	err = r.attach()

@@ -33,6 +33,7 @@ type fakeNS struct{ h *fakeHandle }
 
 func (n fakeNS) Netlink() Netlink { return n.h }
 func (n fakeNS) FD() int          { return n.h.ns }
+func (n fakeNS) ID() string       { return fmt.Sprint(n.h.ns) }
 func (n fakeNS) Close() error     { return nil }
 
 // fakeHandle is a Netlink bound to one fake namespace.

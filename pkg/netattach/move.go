@@ -2,6 +2,7 @@ package netattach
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -17,6 +18,11 @@ const (
 	rtprotKernel = unix.RTPROT_KERNEL
 	rtprotRA     = unix.RTPROT_RA
 )
+
+// ErrBondNotMovable is wrapped by Attach for a move of a bond: the kernel does not let
+// bonds change network namespace. A bond's network reaches a pod through a macvlan or
+// ipvlan child.
+var ErrBondNotMovable = errors.New("bond devices cannot change network namespace (the kernel keeps them in their own); attach a macvlan or ipvlan child instead")
 
 // snapshot records a host netdev before it moves: what Detach restores.
 func snapshot(nl Netlink, l netlink.Link) (*HostSnapshot, error) {
@@ -74,6 +80,11 @@ func (r *run) attachMove() error {
 	l, err := hnl.LinkByName(spec.HostNetdev)
 	if err != nil {
 		return fmt.Errorf("look up %s: %w", spec.HostNetdev, err)
+	}
+	if l.Type() == "bond" {
+		// The kernel marks bonds netns-local (netns_immutable): a move would fail after
+		// the bond was already taken down.
+		return fmt.Errorf("move %s: %w", spec.HostNetdev, ErrBondNotMovable)
 	}
 	if r.st.Host, err = snapshot(hnl, l); err != nil {
 		return err

@@ -60,6 +60,7 @@ type kernelNS struct {
 
 func (n *kernelNS) Netlink() Netlink { return n.h }
 func (n *kernelNS) FD() int          { return int(n.fd) }
+func (n *kernelNS) ID() string       { return n.fd.UniqueId() }
 func (n *kernelNS) Close() error {
 	n.h.Close()
 	return n.fd.Close()

@@ -397,6 +397,12 @@ func TestRealRefusePrimary(t *testing.T) {
 	if !errors.Is(err, ErrPrimaryInterface) || !strings.Contains(err.Error(), "default route") {
 		t.Fatalf("Attach of the default-route netdev = %v, want a refusal naming the default route", err)
 	}
+	// A host-network pod: its namespace is the host's, reached by another path.
+	_, err = f.a.Attach(ctx, Spec{Mode: ModeMove, HostNetdev: realPort, PodIfName: "net1"},
+		Target{PodUID: "hostnet", NetnsPath: "/var/run/netns/./" + filepath.Base(f.host)}, j.save)
+	if !errors.Is(err, ErrHostNamespace) {
+		t.Errorf("Attach into the host's own namespace = %v, want ErrHostNamespace", err)
+	}
 	if err := CheckNotPrimary(handle{f.hh}, realPort, []netip.Addr{netip.MustParseAddr("192.0.2.1")}); !errors.Is(err, ErrPrimaryInterface) {
 		t.Errorf("CheckNotPrimary with the port's address as a node IP = %v, want a refusal", err)
 	}

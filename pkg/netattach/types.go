@@ -172,6 +172,9 @@ type Netlink interface {
 type Namespace interface {
 	Netlink() Netlink
 	FD() int
+	// ID identifies the namespace itself (its nsfs device and inode), so that two
+	// paths to one namespace compare equal.
+	ID() string
 	Close() error
 }
 
