@@ -11,7 +11,8 @@
 //     routes. Creating it straight in the pod instead of creating it in the host and
 //     moving it saves one namespace change (a synchronize_net in the kernel, 10-20 ms
 //     here) and leaves no moment where the child is in the host.
-//   - move: the netdev itself is snapshotted (name, MAC, type, MTU, up, permanent
+//   - move: the netdev itself (a physical port; not a bond, which the kernel keeps in
+//     its namespace: ErrBondNotMovable) is snapshotted (name, MAC, type, MTU, up, permanent
 //     addresses, the routes not made by the kernel or router advertisements), refused if
 //     it carries the node's traffic (CheckNotPrimary), brought down, renamed to the
 //     temporary name in the host, moved, renamed to the pod name and configured; with
@@ -49,14 +50,15 @@
 // ipvlan, bonding or RDMA), in private namespaces with a veth pair as the port's netdev
 // and the emulated GID table (real_test.go, run as root): macvlan attach and detach with
 // IPv4, IPv6, MTU and a gateway route, with a datagram from the pod reaching the far end
-// of the port; move with the host's address and route taken into the pod and restored
-// exactly; a crash at every journal save of macvlan and move converging by Detach; the
+// of the port; move with the host's IPv4 and IPv6 addresses and routes taken into the pod
+// and restored exactly (protocol and metric included); a crash at every journal save of macvlan and move converging by Detach; the
 // pod namespace deleted before Detach (macvlan); the refusal of the netdev with the
 // default route; and BenchmarkAttachDetachMacvlan.
 //
 // Only with the fake netlink world (fake_test.go, an in-memory model of the kernel's rules
 // that matter here): ipvlan, the IPoIB child and its P_Key, bonds (a macvlan on a bond,
-// the kernel's refusal to move a bond, CheckNotPrimary through bond master and slaves),
+// the up-front refusal to move a bond, which the kernel would refuse too because bonds
+// are netns_immutable, CheckNotPrimary through bond master and slaves),
 // a moved physical netdev coming back from a dead pod namespace (renamed devN, late, or
 // not in time), the exclusive-mode RDMA device move (against EmulatedKernel), and a
 // failure of every netlink operation of Attach and Detach. SysfsKernel's RDMA netlink

@@ -102,7 +102,7 @@ func handleAt(t testing.TB, path string) *netlink.Handle {
 }
 
 // realFixture is a private host, peer and pod namespace, and the emulated GID table of
-// a mock RoCE port whose netdev is realPort with 192.0.2.1.
+// a mock RoCE port whose netdev is realPort with 192.0.2.1 and 2001:db8:1::1.
 type realFixture struct {
 	host, peer, pod string
 	hh, ph          *netlink.Handle
@@ -141,9 +141,12 @@ func newRealFixture(t testing.TB) *realFixture {
 	must(peerH.LinkSetMTU(peer, 9000))
 	must(peerH.LinkSetUp(peer))
 	must(f.hh.AddrAdd(port, &netlink.Addr{IPNet: toIPNet(netip.MustParsePrefix("192.0.2.1/24"))}))
+	must(addAddr(handle{f.hh}, port, netip.MustParsePrefix("2001:db8:1::1/64")))
 	must(f.hh.LinkSetUp(port))
 	must(f.hh.RouteAdd(&netlink.Route{LinkIndex: port.Attrs().Index, Dst: toIPNet(netip.MustParsePrefix("198.51.100.0/24")),
 		Gw: net.ParseIP(peerAddr), Protocol: unix.RTPROT_STATIC}))
+	must(f.hh.RouteAdd(&netlink.Route{LinkIndex: port.Attrs().Index, Dst: toIPNet(netip.MustParsePrefix("2001:db8:2::/48")),
+		Gw: net.ParseIP("2001:db8:1::fe"), Protocol: unix.RTPROT_STATIC, Priority: 20}))
 	// The private host's primary interface: the default route and the node IP.
 	must(f.hh.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: realPrimary}, PeerName: "rprim1"}))
 	prim, err := f.hh.LinkByName(realPrimary)
@@ -161,7 +164,7 @@ func newRealFixture(t testing.TB) *realFixture {
 	node := p.Node()
 	node.PCIFunctions, node.Netdevs, node.RDMADevices = node.PCIFunctions[:1], node.Netdevs[:1], node.RDMADevices[:1]
 	node.Netdevs[0].Name = realPort
-	node.RDMADevices[0].Ports[0].GIDs = mocknode.RoCEGIDs(realPort, mocknode.LinkLocalGID(0x0ac0ebfffe3b0000), "192.0.2.1")
+	node.RDMADevices[0].Ports[0].GIDs = mocknode.RoCEGIDs(realPort, mocknode.LinkLocalGID(0x0ac0ebfffe3b0000), "192.0.2.1", "2001:db8:1::1")
 	dir := t.TempDir()
 	must(node.Write(dir, mocknode.WriteOptions{}))
 	f.kernel = NewEmulatedKernel(filepath.Join(dir, mocknode.SysDir))
@@ -273,8 +276,8 @@ func TestRealMacvlan(t *testing.T) {
 	if got := dumpNS(t, f.hh); got != before {
 		t.Errorf("attaching a macvlan changed the host namespace:\n%s", cmp.Diff(before, got))
 	}
-	if st.GIDIndex == nil || *st.GIDIndex != 5 {
-		t.Errorf("GIDIndex = %v, want 5 (the RoCE v2 entry after the port's own)", deref(st.GIDIndex))
+	if st.GIDIndex == nil || *st.GIDIndex != 7 {
+		t.Errorf("GIDIndex = %v, want 7 (the RoCE v2 entry after the port's own)", deref(st.GIDIndex))
 	}
 	if from := sendUDP(t, f); from != netip.MustParseAddr("192.0.2.10") {
 		t.Errorf("the peer saw the datagram from %s, want 192.0.2.10", from)
@@ -301,8 +304,8 @@ func TestRealMove(t *testing.T) {
 		t.Fatalf("Attach: %v", err)
 	}
 	pod, host := dumpNS(t, f.ph), dumpNS(t, f.hh)
-	for _, want := range []string{"link net1 veth mac=" + st.Host.HardwareAddr + " mtu=4000 up=true", "192.0.2.1/24",
-		"route 198.51.100.0/24 via 192.0.2.254 dev net1"} {
+	for _, want := range []string{"link net1 veth mac=" + st.Host.HardwareAddr + " mtu=4000 up=true", "192.0.2.1/24", "2001:db8:1::1/64",
+		"route 198.51.100.0/24 via 192.0.2.254 dev net1", "route 2001:db8:2::/48 via 2001:db8:1::fe dev net1"} {
 		if !strings.Contains(pod, want) {
 			t.Errorf("pod namespace lacks %q:\n%s", want, pod)
 		}

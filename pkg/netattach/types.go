@@ -19,7 +19,8 @@ const (
 	ModeMacvlan Mode = "macvlan"
 	// ModeIPVlan creates an ipvlan child (mode l2) of the port's netdev in the pod.
 	ModeIPVlan Mode = "ipvlan"
-	// ModeMove moves the port's netdev (or its bond) itself into the pod.
+	// ModeMove moves the port's netdev itself into the pod (not a bond: the kernel keeps
+	// bonds in their namespace).
 	ModeMove Mode = "move"
 	// ModeIPoIB creates an IPoIB child (datagram mode, with a P_Key) of the port's IPoIB netdev.
 	ModeIPoIB Mode = "ipoib"
@@ -34,7 +35,8 @@ type Route struct {
 // Spec is what to attach for one allocated device into one pod.
 type Spec struct {
 	Mode Mode `json:"mode"`
-	// HostNetdev is the parent of the macvlan/ipvlan/ipoib child, or the netdev (or bond) moved.
+	// HostNetdev is the parent of the macvlan/ipvlan/ipoib child (a bond may be one), or
+	// the netdev moved (a bond may not: ErrBondNotMovable).
 	HostNetdev string `json:"hostNetdev"`
 	// PodIfName is the interface name inside the pod.
 	PodIfName string `json:"podIfName"`
