@@ -94,7 +94,7 @@ oom_score = 0
   plugin_config_path = %q
 `, l.ContainerdRoot(), l.ContainerdState(), l.ContainerdSocket(), l.ContainerdSocket()+".ttrpc",
 		filepath.Join(StateRoot, "opt"), PauseImage, runcBinary, filepath.Join(RunRoot, "runc"), f.CgroupDriver == "systemd", l.CNIConfDir(),
-		filepath.Join(RunRoot, "nri.sock"), filepath.Join(l.NRIDir(), "plugins"), filepath.Join(l.NRIDir(), "conf.d"))
+		l.NRISocket(), filepath.Join(l.NRIDir(), "plugins"), filepath.Join(l.NRIDir(), "conf.d"))
 }
 
 // cniConfig is a bridge network with host-local addresses, masquerading, port mapping.

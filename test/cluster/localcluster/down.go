@@ -59,6 +59,9 @@ func (c *Cluster) Down(ctx context.Context) error {
 		}
 	}
 	note(removePodCgroups())
+	// After the pods: a stand-in moved into a pod is back in the host (or gone with its
+	// namespace) once the pod is.
+	note(c.removeMockNetdevs())
 	// kube-proxy's iptables rules outlive it.
 	if c.Bins != nil {
 		if _, err := os.Stat(c.Bins.Kubernetes.Path("kube-proxy")); err == nil {

@@ -10,6 +10,11 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
+	"github.com/rdma-dra/rdma-dra-driver/test/cluster/mocknet"
 )
 
 // Names of the driver's Helm release on the local cluster.
@@ -48,9 +53,12 @@ type DriverOptions struct {
 // writes and passes to helm first.
 func (l Layout) DriverValuesFile() string { return filepath.Join(l.Config(), "driver-values.yaml") }
 
-// driverValues are the chart values of mock mode on this cluster.
-func (l Layout) driverValues(repository, tag string) string {
-	return fmt.Sprintf(`# Written by localcluster install: the chart in mock mode on the local cluster.
+// driverValues are the chart values of mock mode on this cluster: the image, the
+// cluster's paths, network attachment through the local containerd's NRI socket with the
+// emulated RDMA kernel, and the node configuration's address pools for the mock netdevs'
+// stand-ins (mocknet.AddressPools; none when the record has no stand-ins).
+func (l Layout) driverValues(repository, tag string, pools []nodeconfig.AddressPool) (string, error) {
+	head := fmt.Sprintf(`# Written by localcluster install: the chart in mock mode on the local cluster.
 image:
   repository: %q
   tag: %q
@@ -62,6 +70,28 @@ mock:
   sysfsRoot: %q
   devRoot: %q
 `, repository, tag, l.KubeletRoot(), HookInstallDir, l.MockSys(), l.MockDev())
+	type attachment struct {
+		Enabled    bool   `json:"enabled"`
+		NRISocket  string `json:"nriSocket"`
+		NetnsDir   string `json:"netnsDir"`
+		RdmaKernel string `json:"rdmaKernel"`
+	}
+	net := struct {
+		NetworkAttachment attachment `json:"networkAttachment"`
+		NodeConfig        *struct {
+			Network nodeconfig.NetworkConfig `json:"network"`
+		} `json:"nodeConfig,omitempty"`
+	}{NetworkAttachment: attachment{Enabled: true, NRISocket: l.NRISocket(), NetnsDir: l.NetnsDir(), RdmaKernel: "emulated"}}
+	if len(pools) > 0 {
+		net.NodeConfig = &struct {
+			Network nodeconfig.NetworkConfig `json:"network"`
+		}{Network: nodeconfig.NetworkConfig{AddressPools: pools}}
+	}
+	data, err := yaml.Marshal(net)
+	if err != nil {
+		return "", fmt.Errorf("chart values: %w", err)
+	}
+	return head + "# Network attachment on the mock netdevs' stand-ins (docs/local-cluster.md).\n" + string(data), nil
 }
 
 // InstallDriver imports the driver image, installs or upgrades the chart in mock mode and
@@ -87,7 +117,15 @@ func (c *Cluster) InstallDriver(ctx context.Context, o DriverOptions) error {
 	if err := os.MkdirAll(l.Config(), 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", l.Config(), err)
 	}
-	if err := os.WriteFile(l.DriverValuesFile(), []byte(l.driverValues(o.Repository, o.Tag)), 0o644); err != nil {
+	rec, err := mocknet.ReadRecord(l.MockNetRecord())
+	if err != nil {
+		return err
+	}
+	values, err := l.driverValues(o.Repository, o.Tag, mocknet.AddressPools(rec))
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(l.DriverValuesFile(), []byte(values), 0o644); err != nil {
 		return fmt.Errorf("write driver values: %w", err)
 	}
 	args := []string{"upgrade", "--install", DriverRelease, o.Chart, "--namespace", DriverNamespace, "--create-namespace",

@@ -88,6 +88,19 @@ func (l Layout) MockRoot() string { return filepath.Join(StateRoot, "mock") }
 func (l Layout) MockSys() string { return filepath.Join(l.MockRoot(), "sys") }
 func (l Layout) MockDev() string { return filepath.Join(l.MockRoot(), "dev") }
 
+// MockNetRecord lists the host interfaces that stand in for the mock node's netdevs, as
+// created (test/cluster/mocknet); cluster-down deletes exactly these.
+func (l Layout) MockNetRecord() string { return filepath.Join(StateRoot, "mock-netdevs.json") }
+
+// NetnsDir is where containerd mounts the pods' network namespaces
+// (netns_mounts_under_state_dir: the CRI plugin's state directory, then netns).
+func (l Layout) NetnsDir() string {
+	return filepath.Join(l.ContainerdState(), "io.containerd.grpc.v1.cri", "netns")
+}
+
+// NRISocket is containerd's NRI socket, which the driver's NRI plugin connects to.
+func (l Layout) NRISocket() string { return filepath.Join(RunRoot, "nri.sock") }
+
 // SmokeCDISpec is the static CDI spec the smoke test writes.
 func (l Layout) SmokeCDISpec() string { return "/var/run/cdi/localcluster-smoke.yaml" }
 

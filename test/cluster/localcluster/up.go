@@ -93,6 +93,12 @@ func (c *Cluster) Up(ctx context.Context, o Options) error {
 	if err := c.setupFixture(ctx, o); err != nil {
 		return err
 	}
+	if err := c.setupMockNetdevs(ctx, facts); err != nil {
+		return err
+	}
+	if err := shareNetnsDir(l.NetnsDir()); err != nil {
+		return err
+	}
 	prev, err := host.SetSysctls()
 	if err != nil {
 		return err
@@ -228,7 +234,9 @@ func (c *Cluster) writeEnv(f *host.Facts) error {
 		{"LOCALCLUSTER_KUBELET_DIR", l.KubeletRoot()},
 		{"LOCALCLUSTER_CONTAINERD_SOCKET", l.ContainerdSocket()},
 		{"LOCALCLUSTER_CTR", c.Bins.Containerd.Path("ctr")},
-		{"LOCALCLUSTER_NRI_SOCKET", filepath.Join(RunRoot, "nri.sock")},
+		{"LOCALCLUSTER_NRI_SOCKET", l.NRISocket()},
+		{"LOCALCLUSTER_NETNS_DIR", l.NetnsDir()},
+		{"LOCALCLUSTER_MOCK_NETDEVS", l.MockNetRecord()},
 		{"LOCALCLUSTER_MOCK_ROOT", l.MockRoot()},
 		{"LOCALCLUSTER_MOCK_SYS", l.MockSys()},
 		{"LOCALCLUSTER_MOCK_DEV", l.MockDev()},

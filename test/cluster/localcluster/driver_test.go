@@ -1,0 +1,60 @@
+package localcluster
+
+import (
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
+)
+
+// TestDriverValues checks the mock-mode values: network attachment through this
+// cluster's NRI socket and netns directory with the emulated RDMA kernel, and a node
+// configuration of exactly the given pools, which the driver's parser accepts.
+func TestDriverValues(t *testing.T) {
+	l := NewLayout("/repo")
+	pools := []nodeconfig.AddressPool{{Name: "p", Selector: nodeconfig.Selector{IfNames: []string{"eth9"}}, Subnet: "10.200.0.0/24",
+		RangeStart: "10.200.0.100", RangeEnd: "10.200.0.199", Exclude: []string{"10.200.0.11"}}}
+	for _, tc := range []struct {
+		name  string
+		pools []nodeconfig.AddressPool
+	}{{"with pools", pools}, {"without", nil}} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := l.driverValues("localhost/rdma-dra-driver", "v1", tc.pools)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var v struct {
+				Mock              map[string]any     `json:"mock"`
+				NetworkAttachment map[string]any     `json:"networkAttachment"`
+				NodeConfig        *nodeconfig.Config `json:"nodeConfig"`
+			}
+			if err := yaml.Unmarshal([]byte(out), &v); err != nil {
+				t.Fatalf("values are not YAML: %v\n%s", err, out)
+			}
+			want := map[string]any{"enabled": true, "nriSocket": "/run/rdma-dra-local/nri.sock",
+				"netnsDir": "/run/rdma-dra-local/containerd/io.containerd.grpc.v1.cri/netns", "rdmaKernel": "emulated"}
+			for k, w := range want {
+				if v.NetworkAttachment[k] != w {
+					t.Errorf("networkAttachment.%s = %v, want %v\n%s", k, v.NetworkAttachment[k], w, out)
+				}
+			}
+			if v.Mock["sysfsRoot"] != "/var/lib/rdma-dra-local/mock/sys" {
+				t.Errorf("mock.sysfsRoot = %v", v.Mock["sysfsRoot"])
+			}
+			if tc.pools == nil {
+				if v.NodeConfig != nil {
+					t.Errorf("nodeConfig without pools: %+v", v.NodeConfig)
+				}
+				return
+			}
+			if v.NodeConfig == nil || len(v.NodeConfig.Network.AddressPools) != 1 || v.NodeConfig.Network.AddressPools[0].Exclude[0] != "10.200.0.11" {
+				t.Fatalf("nodeConfig = %+v\n%s", v.NodeConfig, out)
+			}
+			data, _ := yaml.Marshal(v.NodeConfig)
+			if _, err := nodeconfig.Parse(data); err != nil {
+				t.Errorf("the driver refuses the node configuration: %v", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,272 @@
+package mocknet
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/vishvananda/netlink"
+	"sigs.k8s.io/yaml"
+
+	"github.com/rdma-dra/rdma-dra-driver/pkg/mocknode"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
+)
+
+// planProfile writes a mock-node profile into a temporary directory and plans it.
+func planProfile(t *testing.T, profile string) *Plan {
+	t.Helper()
+	p, err := mocknode.Lookup(profile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := p.Node().Write(dir, mocknode.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := PlanTree(context.Background(), filepath.Join(dir, "sys"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plan
+}
+
+type linkSummary struct {
+	Name, MAC string
+	Role      Role
+	MTU       int
+	Addresses []string
+	Ports     []string
+	Master    string
+}
+
+func summarize(p *Plan) []linkSummary {
+	var out []linkSummary
+	for _, l := range p.Links {
+		s := linkSummary{Name: l.Name, MAC: l.HardwareAddr, Role: l.Role, MTU: l.MTU, Ports: l.Ports, Master: l.Master}
+		for _, a := range l.Addresses {
+			s.Addresses = append(s.Addresses, a.String())
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func TestPlanTree(t *testing.T) {
+	for _, tc := range []struct {
+		profile string
+		want    []linkSummary
+	}{
+		{"dgx-h100", []linkSummary{
+			{Name: "enp168s0f0np0", MAC: "a0:88:c2:a8:1e:40", Role: RoleRoCE, MTU: 9000, Addresses: []string{"10.200.0.11/24"}, Ports: []string{"mlx5_8/1"}},
+			{Name: "enp168s0f1np1", MAC: "a0:88:c2:a8:1e:41", Role: RoleRoCE, MTU: 9000, Addresses: []string{"10.200.1.11/24"}, Ports: []string{"mlx5_9/1"}},
+			{Name: "ibp154s0", MAC: "02:03:00:56:d2:e0", Role: RoleIPoIB, MTU: 4092, Ports: []string{"mlx5_4/1"}},
+			{Name: "ibp192s0", MAC: "02:03:00:56:d2:f0", Role: RoleIPoIB, MTU: 4092, Ports: []string{"mlx5_5/1"}},
+			{Name: "ibp206s0", MAC: "02:03:00:56:d3:00", Role: RoleIPoIB, MTU: 4092, Ports: []string{"mlx5_6/1"}},
+			{Name: "ibp220s0", MAC: "02:03:00:56:d3:10", Role: RoleIPoIB, MTU: 4092, Ports: []string{"mlx5_7/1"}},
+			{Name: "ibp24s0", MAC: "02:03:00:56:d2:a0", Role: RoleIPoIB, MTU: 4092, Ports: []string{"mlx5_0/1"}},
+			{Name: "ibp64s0", MAC: "02:03:00:56:d2:b0", Role: RoleIPoIB, MTU: 4092, Ports: []string{"mlx5_1/1"}},
+			{Name: "ibp79s0", MAC: "02:03:00:56:d2:c0", Role: RoleIPoIB, MTU: 4092, Ports: []string{"mlx5_2/1"}},
+			{Name: "ibp94s0", MAC: "02:03:00:56:d2:d0", Role: RoleIPoIB, MTU: 4092, Ports: []string{"mlx5_3/1"}},
+		}},
+		{"mixed-bond", []linkSummary{
+			{Name: "bond0", MAC: "94:6d:ae:5e:0a:00", Role: RoleBond, MTU: 9000, Addresses: []string{"10.10.0.7/24"}, Ports: []string{"mlx5_4/1", "mlx5_5/1"}},
+		}},
+	} {
+		t.Run(tc.profile, func(t *testing.T) {
+			got := summarize(planProfile(t, tc.profile))
+			if tc.profile == "mixed-bond" {
+				// Only the bond and its slaves matter here.
+				got = slices.DeleteFunc(got, func(s linkSummary) bool { return s.Role == RoleIPoIB })
+				if len(got) != 3 || got[1].Master != "bond0" || got[2].Master != "bond0" || got[1].Role != RoleBondSlave {
+					t.Fatalf("bond plan: %+v, want bond0 then its two slaves", got)
+				}
+				got = got[:1]
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestIPoIBStandInMAC(t *testing.T) {
+	hw, _ := net.ParseMAC("00:00:10:49:fe:80:00:00:00:00:00:00:a0:88:c2:03:00:56:d2:a0")
+	if got := IPoIBStandInMAC(hw).String(); got != "02:03:00:56:d2:a0" {
+		t.Errorf("IPoIBStandInMAC = %s", got)
+	}
+}
+
+func TestRecordRoundTrip(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "rec.json")
+	if rec, err := ReadRecord(file); err != nil || len(rec.Links) != 0 {
+		t.Fatalf("missing record: %+v, %v", rec, err)
+	}
+	in := &Plan{Links: []Link{{Name: "a", Kind: KindVeth, HardwareAddr: "02:00:00:00:00:01", MTU: 1500,
+		Addresses: []netip.Prefix{netip.MustParsePrefix("10.0.0.1/24")}, Peer: "rdmock0", PeerHardwareAddr: "02:72:64:6d:00:00"}}}
+	if err := WriteRecord(file, in); err != nil {
+		t.Fatal(err)
+	}
+	out, err := ReadRecord(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(in, out, cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); diff != "" {
+		t.Errorf("round trip (-in +out):\n%s", diff)
+	}
+}
+
+// TestCreateRemoveInPrivateNetns makes the dgx-h100 and mixed-bond stand-ins in a private
+// network namespace with the kernel's real netlink, checks them, makes them again over
+// the leftovers, refuses a foreign interface of a planned name without touching it, and
+// removes exactly what it made. It needs root (CAP_NET_ADMIN for a new namespace).
+func TestCreateRemoveInPrivateNetns(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for a private network namespace")
+	}
+	kernel, err := Probe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("kernel: %s", kernel)
+	if _, err := kernel.PortKind(); err != nil {
+		t.Skip(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, profile := range []string{"dgx-h100", "mixed-bond"} {
+		t.Run(profile, func(t *testing.T) {
+			plan := planProfile(t, profile)
+			if profile == "mixed-bond" && !kernel[KindBridge] {
+				t.Skip("no bridge in this kernel")
+			}
+			err := InPrivateNetns(func(h *netlink.Handle) error {
+				var saved *Plan
+				o := CreateOptions{Kernel: kernel, NodeIP: netip.MustParseAddr("192.0.2.2"), Log: log,
+					Save: func(p *Plan) error { saved = p; return nil }}
+				rec, err := Create(h, plan, o)
+				if err != nil {
+					return err
+				}
+				if len(rec.Links) != len(plan.Links) || len(saved.Links) != len(plan.Links) {
+					t.Errorf("record has %d links, saved %d, plan %d", len(rec.Links), len(saved.Links), len(plan.Links))
+				}
+				checkLinks(t, h, rec)
+				// Again, over the leftovers of the "earlier run".
+				if rec, err = Create(h, plan, o); err != nil {
+					return err
+				}
+				checkLinks(t, h, rec)
+				// A foreign interface that holds a planned name is refused and kept.
+				if err := Remove(h, rec, log); err != nil {
+					return err
+				}
+				foreign := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: plan.Links[0].Name}}
+				if !kernel[KindBridge] {
+					t.Log("no bridge: foreign-interface check skipped")
+				} else {
+					if err := h.LinkAdd(foreign); err != nil {
+						return err
+					}
+					_, err := Create(h, plan, o)
+					if !errors.Is(err, errNotOurs) {
+						t.Errorf("Create over a foreign %s: %v, want a refusal", foreign.Name, err)
+					}
+					if _, err := h.LinkByName(foreign.Name); err != nil {
+						t.Errorf("the foreign interface is gone: %v", err)
+					}
+					if err := h.LinkDel(foreign); err != nil {
+						return err
+					}
+				}
+				links, err := h.LinkList()
+				if err != nil {
+					return err
+				}
+				for _, l := range links {
+					if l.Attrs().Name != "lo" {
+						t.Errorf("left after Remove: %s (%s)", l.Attrs().Name, l.Type())
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// checkLinks compares the namespace's links with a record: name, kind, MAC, MTU, up,
+// addresses, the veth peer up, a slave's master.
+func checkLinks(t *testing.T, h *netlink.Handle, rec *Plan) {
+	t.Helper()
+	for _, l := range rec.Links {
+		link, err := h.LinkByName(l.Name)
+		if err != nil {
+			t.Errorf("%s: %v", l.Name, err)
+			continue
+		}
+		a := link.Attrs()
+		if link.Type() != l.Kind || a.HardwareAddr.String() != l.HardwareAddr || a.MTU != l.MTU || a.Flags&net.FlagUp == 0 {
+			t.Errorf("%s: kind %s MAC %s MTU %d flags %v, want %s %s %d up", l.Name, link.Type(), a.HardwareAddr, a.MTU, a.Flags, l.Kind, l.HardwareAddr, l.MTU)
+		}
+		addrs, err := h.AddrList(link, netlink.FAMILY_V4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []netip.Prefix
+		for _, ad := range addrs {
+			p, _ := prefixOf(ad.IPNet)
+			ip, _ := netip.AddrFromSlice(ad.IP)
+			got = append(got, netip.PrefixFrom(ip.Unmap(), p.Bits()))
+		}
+		var want []netip.Prefix
+		for _, p := range l.Addresses {
+			if p.Addr().Is4() {
+				want = append(want, p)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: IPv4 addresses %v, want %v", l.Name, got, want)
+		}
+		if l.Peer != "" {
+			peer, err := h.LinkByName(l.Peer)
+			if err != nil || peer.Attrs().HardwareAddr.String() != l.PeerHardwareAddr || peer.Attrs().Flags&net.FlagUp == 0 {
+				t.Errorf("peer %s of %s: %v %+v", l.Peer, l.Name, err, peer)
+			}
+		}
+		if l.Master != "" {
+			master, err := h.LinkByName(l.Master)
+			if err != nil || a.MasterIndex != master.Attrs().Index {
+				t.Errorf("%s: master index %d, want %s (%v)", l.Name, a.MasterIndex, l.Master, err)
+			}
+		}
+	}
+}
+
+// TestAddressPools checks the dgx-h100 pools and that the node configuration accepts them.
+func TestAddressPools(t *testing.T) {
+	pools := AddressPools(planProfile(t, "dgx-h100"))
+	want := []nodeconfig.AddressPool{
+		{Name: "enp168s0f0np0", Selector: nodeconfig.Selector{IfNames: []string{"enp168s0f0np0"}}, Subnet: "10.200.0.0/24", RangeStart: "10.200.0.100", RangeEnd: "10.200.0.199", Exclude: []string{"10.200.0.11"}},
+		{Name: "enp168s0f1np1", Selector: nodeconfig.Selector{IfNames: []string{"enp168s0f1np1"}}, Subnet: "10.200.1.0/24", RangeStart: "10.200.1.100", RangeEnd: "10.200.1.199", Exclude: []string{"10.200.1.11"}},
+		{Name: IPoIBPool, Selector: nodeconfig.Selector{IfNames: []string{"ibp154s0", "ibp192s0", "ibp206s0", "ibp220s0", "ibp24s0", "ibp64s0", "ibp79s0", "ibp94s0"}}, Subnet: "10.201.0.0/24", RangeStart: "10.201.0.100", RangeEnd: "10.201.0.199"},
+	}
+	if diff := cmp.Diff(want, pools); diff != "" {
+		t.Errorf("pools (-want +got):\n%s", diff)
+	}
+	data, err := yaml.Marshal(nodeconfig.Config{Version: nodeconfig.Version, Network: nodeconfig.NetworkConfig{AddressPools: pools}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nodeconfig.Parse(data); err != nil {
+		t.Errorf("the node configuration refuses the pools: %v\n%s", err, data)
+	}
+}
