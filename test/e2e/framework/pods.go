@@ -63,14 +63,25 @@ func (e *Env) NewNamespace(t *testing.T, prefix string) string {
 	return ns.Name
 }
 
-// DumpNamespace logs the pods, claims and events of a namespace, for a failed test.
+// DumpNamespace logs the pods, claims and events of a namespace, for a failed test, and
+// the plugin's last log lines but those of the health stream to the kubelet (at the
+// suite's verbosity every report is logged, and they would crowd out the rest).
 func (e *Env) DumpNamespace(t *testing.T, ctx context.Context, ns string) {
 	for _, args := range [][]string{
 		{"get", "pods,resourceclaims", "-o", "wide", "-n", ns},
 		{"get", "events", "-n", ns, "--sort-by=.lastTimestamp"},
-		{"-n", Namespace, "logs", "daemonset/" + DaemonSet, "--tail=40"},
+		{"-n", Namespace, "logs", "daemonset/" + DaemonSet, "--tail=400"},
 	} {
 		out, _ := e.Kubectl(ctx, args...)
+		if args[2] == "logs" {
+			var kept []string
+			for _, line := range strings.Split(out, "\n") {
+				if !strings.Contains(line, "stream message") {
+					kept = append(kept, line)
+				}
+			}
+			out = strings.Join(kept[max(0, len(kept)-40):], "\n")
+		}
 		t.Logf("kubectl %s:\n%s", strings.Join(args, " "), out)
 	}
 }
