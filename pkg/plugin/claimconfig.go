@@ -41,7 +41,12 @@ func decodeConfigs(driver string, configs []resourceapi.DeviceAllocationConfigur
 		case err != nil:
 			dc.err = fmt.Errorf("%s: %w", path, err)
 		default:
-			if errs := cfg.Validate(path); len(errs) > 0 {
+			// A claim's config may not set the class's admin limits.
+			source := v1alpha1.SourceClaim
+			if c.Source == resourceapi.AllocationConfigSourceClass {
+				source = v1alpha1.SourceClass
+			}
+			if errs := cfg.ValidateFor(path, source); len(errs) > 0 {
 				dc.err = errs.ToAggregate()
 			} else {
 				dc.cfg = cfg
@@ -53,10 +58,11 @@ func decodeConfigs(driver string, configs []resourceapi.DeviceAllocationConfigur
 }
 
 // forResult merges the configs that apply to one allocated device: class configs first,
-// claim configs over them, each group in the order of the allocation. A broken config
-// is reported once per claim (reported tracks which), naming the first request it
-// applies to.
-func (cs claimConfigs) forResult(r resourceapi.DeviceRequestAllocationResult, reported map[int]bool) (*v1alpha1.RdmaConfig, []error) {
+// claim configs over them, each group in the order of the allocation, with the defaults
+// of a shared or an exclusive device and the class's admin limits enforced
+// (v1alpha1.Resolve). A broken config is reported once per claim (reported tracks
+// which), naming the first request it applies to.
+func (cs claimConfigs) forResult(r resourceapi.DeviceRequestAllocationResult, shared bool, reported map[int]bool) (*v1alpha1.RdmaConfig, []error) {
 	var class, claim []*v1alpha1.RdmaConfig
 	var errs []error
 	for _, dc := range cs {
@@ -82,7 +88,11 @@ func (cs claimConfigs) forResult(r resourceapi.DeviceRequestAllocationResult, re
 	if len(errs) > 0 {
 		return nil, errs
 	}
-	return v1alpha1.Merge(append(class, claim...)...), nil
+	cfg, err := v1alpha1.Resolve(shared, class, claim)
+	if err != nil {
+		return nil, []error{fmt.Errorf("request %q, device %q: %w", r.Request, r.Device, err)}
+	}
+	return cfg, nil
 }
 
 func sourceName(s resourceapi.AllocationConfigSource) string {

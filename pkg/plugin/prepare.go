@@ -225,7 +225,7 @@ func (d *Driver) planDevices(claim *resourceapi.ResourceClaim) (*checkpoint.Clai
 			errs = append(errs, fmt.Errorf("request %q: device %q of pool %q is not a device of node %s", r.Request, r.Device, r.Pool, d.nodeName))
 			continue
 		}
-		cfg, cfgErrs := configs.forResult(r, reported)
+		cfg, cfgErrs := configs.forResult(r, dev.Mode == devicemodel.ModeShared, reported)
 		if len(cfgErrs) > 0 {
 			errs = append(errs, cfgErrs...)
 			continue

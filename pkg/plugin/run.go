@@ -49,9 +49,13 @@ type Config struct {
 	PluginsDir string
 	// PodUID enables the helper's rolling update when set.
 	PodUID string
-	// HealthcheckPort is the gRPC health port; negative disables it.
+	// HealthcheckPort is the liveness port (HTTP /healthz); negative disables it.
 	HealthcheckPort int
-	// MetricsAddress is the /metrics listen address; empty disables it.
+	// HealthcheckBindAddress is the host the liveness port listens on; 127.0.0.1 keeps
+	// it off the node's network, empty is every address.
+	HealthcheckBindAddress string
+	// MetricsAddress is the /metrics listen address (--metrics-bind-address); empty
+	// disables it.
 	MetricsAddress string
 	// NodeConfig is the node configuration file; empty uses the defaults.
 	NodeConfig      string
@@ -112,7 +116,7 @@ func (c Config) KeysAndValues() []any {
 		"sysfsRoot", c.SysfsRoot, "devRoot", c.DevRoot, "cdiRoot", c.CDIRoot,
 		"registrarDir", c.RegistrarDir, "pluginsDir", c.PluginsDir, "dataDir", c.DataDir(),
 		"podUID", c.PodUID, "rollingUpdate", c.PodUID != "",
-		"healthcheckPort", c.HealthcheckPort, "metricsAddress", c.MetricsAddress,
+		"healthcheckPort", c.HealthcheckPort, "healthcheckBindAddress", c.HealthcheckBindAddress, "metricsAddress", c.MetricsAddress,
 		"nodeConfig", c.NodeConfig, "rescanInterval", c.RescanInterval, "cleanupInterval", c.CleanupInterval,
 		"model", c.Model, "healthPollInterval", c.HealthPollInterval, "taintEffect", c.TaintEffect,
 		"maxRepublishPerMinute", c.MaxRepublishPerMinute, "nodeEvents", c.NodeEvents,
@@ -265,10 +269,9 @@ func Run(ctx context.Context, cfg Config) error {
 	go driver.RunCleanup(ctx, realClock, cfg.CleanupInterval)
 	go driver.RunStatusWriter(ctx)
 	if cfg.HealthcheckPort >= 0 {
-		// The kubelet's gRPC probe dials the pod IP, which with hostNetwork is the
-		// node's address, so the port listens on all addresses; it tells nothing but
-		// SERVING or NOT_SERVING.
-		addr := net.JoinHostPort("", strconv.Itoa(cfg.HealthcheckPort))
+		// The chart's probe names the host (127.0.0.1): with hostNetwork the kubelet
+		// shares the plugin's network namespace, and nothing else needs the port.
+		addr := net.JoinHostPort(cfg.HealthcheckBindAddress, strconv.Itoa(cfg.HealthcheckPort))
 		go func() {
 			if err := ServeLiveness(ctx, addr, helper); err != nil {
 				stop(err)
