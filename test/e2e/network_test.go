@@ -1,0 +1,457 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
+	"github.com/rdma-dra/rdma-dra-driver/test/cluster/mocknet"
+	"github.com/rdma-dra/rdma-dra-driver/test/e2e/framework"
+)
+
+// Network attachment on the mock node (docs/network-attachment.md): the mock netdevs are
+// real host interfaces (veth ends with the tree's names, MACs, MTUs and addresses, made by
+// the cluster tool), so macvlan children, moves and addresses are real kernel work; the
+// GID tables are the mock sysfs's, written by the plugin's emulated RDMA kernel.
+
+// The RoCE ports of the dgx-h100 mock node and their netdevs.
+const (
+	rocePortA   = "mlx5_8"
+	roceNetdevA = "enp168s0f0np0"
+	rocePortB   = "mlx5_9"
+	roceNetdevB = "enp168s0f1np1"
+	// ibPort is an InfiniBand port for the IPoIB attachment.
+	ibPort = "mlx5_0"
+	// podIf is the driver's default interface name in the pod.
+	podIf = "rdma0"
+)
+
+// rdmaConfig is an RdmaConfig with only a network section, as JSON.
+func rdmaConfig(t *testing.T, n v1alpha1.NetworkConfig) string {
+	t.Helper()
+	data, err := json.Marshal(map[string]any{"apiVersion": "rdma.dra.io/v1alpha1", "kind": "RdmaConfig", "network": n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// hostState is what the host must have again after a test: its interfaces and the GID
+// tables of the ports the test used.
+type hostState struct {
+	links []framework.HostLink
+	gids  map[string][]framework.GIDEntry
+}
+
+func captureHost(ibdevs ...string) (hostState, error) {
+	links, err := framework.HostLinks()
+	if err != nil {
+		return hostState{}, err
+	}
+	s := hostState{links: links, gids: map[string][]framework.GIDEntry{}}
+	for _, d := range ibdevs {
+		if s.gids[d], err = env.GIDTable(d, 1); err != nil {
+			return hostState{}, err
+		}
+	}
+	return s, nil
+}
+
+// mustCaptureHost is captureHost at the start of a test.
+func mustCaptureHost(t *testing.T, ibdevs ...string) hostState {
+	t.Helper()
+	s, err := captureHost(ibdevs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// expectHostRestored waits until the host's interfaces and the ports' GID tables are as
+// they were: the plugin detaches when the pod's sandbox stops, before the pod is gone,
+// but a moved netdev is restored asynchronously after a crash.
+func expectHostRestored(t *testing.T, before hostState) {
+	t.Helper()
+	ctx := framework.Context(t, 2*time.Minute)
+	ibdevs := make([]string, 0, len(before.gids))
+	for d := range before.gids {
+		ibdevs = append(ibdevs, d)
+	}
+	slices.Sort(ibdevs)
+	framework.Eventually(t, ctx, time.Minute, time.Second, "host interfaces and GID tables as before", func(context.Context) error {
+		after, err := captureHost(ibdevs...)
+		if err != nil {
+			return err
+		}
+		if diff := cmp.Diff(before.links, after.links); diff != "" {
+			return fmt.Errorf("host interfaces (-before +after):\n%s", diff)
+		}
+		if diff := cmp.Diff(before.gids, after.gids, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
+			return fmt.Errorf("GID tables (-before +after):\n%s", diff)
+		}
+		return nil
+	})
+}
+
+// attached is what one pod got on one interface, checked from inside it.
+type attached struct {
+	pod    string
+	iface  framework.PodInterface
+	report framework.Report
+}
+
+// expectAttached checks the pod's interface from inside the pod (up, MTU when mtu > 0,
+// one IPv4 address in pool when pool is set, else want), its GID index in the environment
+// when ibdev is a RoCE port (the RoCE v2 entry of its own address on the pod interface,
+// NCCL_IB_GID_INDEX and UCX_IB_GID_INDEX), and that the claim's networkData says the same.
+func expectAttached(t *testing.T, ns, pod, ifname string, mtu int, addrCheck func(netip.Prefix) error, roce string) attached {
+	t.Helper()
+	ctx := framework.Context(t, 3*time.Minute)
+	rep := env.WaitReport(t, ns, pod)
+	iface, err := env.PodInterface(ctx, ns, pod, ifname)
+	if err != nil {
+		env.FailPod(t, ns, pod, fmt.Errorf("interface %s in the pod: %w", ifname, err))
+	}
+	if !iface.Up {
+		t.Errorf("%s: %s is not up", pod, ifname)
+	}
+	if mtu > 0 && iface.MTU != mtu {
+		t.Errorf("%s: %s has MTU %d, want %d", pod, ifname, iface.MTU, mtu)
+	}
+	var v4 []netip.Prefix
+	for _, a := range iface.Addresses {
+		if a.Addr().Is4() {
+			v4 = append(v4, a)
+		}
+	}
+	if len(v4) != 1 {
+		t.Fatalf("%s: %s has IPv4 addresses %v, want one", pod, ifname, v4)
+	}
+	if err := addrCheck(v4[0]); err != nil {
+		t.Errorf("%s: %s: %v", pod, ifname, err)
+	}
+	if roce != "" {
+		table, err := env.GIDTable(roce, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idx := framework.RoCEv2Index(table, ifname, v4[0].Addr())
+		if idx < 0 {
+			t.Errorf("%s: no RoCE v2 GID of %s on %s in %s's table: %+v", pod, v4[0].Addr(), ifname, roce, table)
+		}
+		for _, k := range []string{"NCCL_IB_GID_INDEX", "UCX_IB_GID_INDEX"} {
+			if got := rep.Env[k]; got != strconv.Itoa(idx) {
+				t.Errorf("%s: %s=%q, want %d (the RoCE v2 GID of the pod's own address)", pod, k, got, idx)
+			}
+		}
+	}
+	expectNetworkData(t, ns, pod, iface)
+	return attached{pod: pod, iface: iface, report: rep}
+}
+
+// expectNetworkData checks that the claim's status.devices[].networkData describes the
+// interface the pod sees: name, addresses, hardware address.
+func expectNetworkData(t *testing.T, ns, pod string, iface framework.PodInterface) {
+	t.Helper()
+	ctx := framework.Context(t, time.Minute)
+	claim := env.PodClaim(t, ns, pod)
+	var nd map[string]resourceapi.NetworkDeviceData
+	// The plugin writes the status after the attachment, asynchronously.
+	framework.Eventually(t, ctx, 30*time.Second, time.Second, pod+": networkData in the claim's status", func(ctx context.Context) error {
+		c, err := env.Client.ResourceV1().ResourceClaims(ns).Get(ctx, claim.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if nd = framework.NetworkData(c); len(nd) == 0 {
+			return fmt.Errorf("claim %s has no networkData: %+v", claim.Name, c.Status.Devices)
+		}
+		return nil
+	})
+	if len(nd) != 1 {
+		t.Fatalf("%s: networkData of %d devices, want 1: %+v", pod, len(nd), nd)
+	}
+	for dev, d := range nd {
+		var want []string
+		for _, a := range iface.Addresses {
+			want = append(want, a.String())
+		}
+		got := slices.Clone(d.IPs)
+		slices.Sort(got)
+		slices.Sort(want)
+		if d.InterfaceName != iface.Name || !slices.Equal(got, want) || !strings.EqualFold(d.HardwareAddress, iface.HardwareAddr) {
+			t.Errorf("%s: networkData of %s = {%s %v %s}, the pod sees {%s %v %s}", pod, dev,
+				d.InterfaceName, d.IPs, d.HardwareAddress, iface.Name, want, iface.HardwareAddr)
+		}
+	}
+}
+
+// ping runs busybox ping over the interface from one pod to an address.
+func ping(t *testing.T, ns, from, ifname string, to netip.Addr) {
+	t.Helper()
+	ctx := framework.Context(t, time.Minute)
+	out, err := env.Exec(ctx, ns, from, "ping", "-c", "3", "-W", "2", "-I", ifname, to.String())
+	if err != nil {
+		t.Errorf("%s: ping %s over %s: %v", from, to, ifname, err)
+		return
+	}
+	if !strings.Contains(out, "3 packets received") {
+		t.Errorf("%s: ping %s over %s:\n%s", from, to, ifname, out)
+	}
+}
+
+func inPool(t *testing.T, name string) func(netip.Prefix) error {
+	t.Helper()
+	pools, err := env.AddressPools()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := framework.Pool(pools, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(p netip.Prefix) error { return framework.InPool(pool, p) }
+}
+
+// TestRoCESharesMacvlan: two pods with a share each of one RoCE port get a macvlan child
+// of the port's netdev as rdma0 with an address of the node's pool and MTU 9000, their
+// NCCL_IB_GID_INDEX and UCX_IB_GID_INDEX are the index of their own address's RoCE v2
+// GID, NCCL_SOCKET_IFNAME is rdma0, the claims' networkData says what the pods see, and
+// they ping each other over rdma0. Afterwards the host is as it was.
+func TestRoCESharesMacvlan(t *testing.T) {
+	before := mustCaptureHost(t, rocePortA)
+	ns := env.NewNamespace(t, "macvlan")
+	cfg := rdmaConfig(t, v1alpha1.NetworkConfig{Mode: ptrTo(v1alpha1.NetworkModeMacvlan), IPAM: ptrTo(v1alpha1.IPAMNode), MTU: ptrTo[int32](9000),
+		SocketInterface: ptrTo(true)})
+	env.CreateClaimTemplate(t, ns, "roce-share", framework.ClaimSpec([]framework.Request{{Name: "hca", Class: classShared, CEL: framework.OnPort(rocePortA)}}, "",
+		framework.OpaqueConfig(cfg)))
+	pods := []string{"roce-a", "roce-b"}
+	for _, p := range pods {
+		env.CreatePod(t, framework.ReportPod(ns, p, "roce-share"))
+	}
+	check := inPool(t, roceNetdevA)
+	var got []attached
+	for _, p := range pods {
+		a := expectAttached(t, ns, p, podIf, 9000, check, rocePortA)
+		assertSees(t, p, a.report, want{ibdevs: []string{rocePortA}, gidIndex: a.report.Env["NCCL_IB_GID_INDEX"]})
+		if got := a.report.Env["NCCL_SOCKET_IFNAME"]; got != podIf {
+			t.Errorf("%s: NCCL_SOCKET_IFNAME=%q, want %s (socketInterface: true)", p, got, podIf)
+		}
+		got = append(got, a)
+	}
+	if got[0].iface.Addresses[0] == got[1].iface.Addresses[0] {
+		t.Fatalf("both pods got %s", got[0].iface.Addresses[0])
+	}
+	if got[0].iface.HardwareAddr == got[1].iface.HardwareAddr {
+		t.Errorf("both macvlan children have MAC %s", got[0].iface.HardwareAddr)
+	}
+	ping(t, ns, "roce-a", podIf, got[1].iface.Addresses[0].Addr())
+	ping(t, ns, "roce-b", podIf, got[0].iface.Addresses[0].Addr())
+
+	for _, p := range pods {
+		env.DeletePod(t, ns, p)
+	}
+	expectHostRestored(t, before)
+}
+
+// TestExclusiveMove: an exclusive claim in move mode takes the port's netdev itself into
+// the pod, renamed as configured, with the host's address; the host no longer has it.
+// After the pod is deleted the host has the netdev back with its name, MAC, address and
+// MTU, up, and the port's GID table is as before.
+func TestExclusiveMove(t *testing.T) {
+	rec, err := env.MockNetdevs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, err := framework.MockNetdev(rec, roceNetdevB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(host.Addresses) != 1 {
+		t.Fatalf("mock netdev %s has addresses %v, want one", host.Name, host.Addresses)
+	}
+	before := mustCaptureHost(t, rocePortB)
+	if _, ok := framework.FindHostLink(before.links, roceNetdevB); !ok {
+		t.Fatalf("the host has no %s before the test", roceNetdevB)
+	}
+	const ifname = "roce0"
+	ns := env.NewNamespace(t, "move")
+	cfg := rdmaConfig(t, v1alpha1.NetworkConfig{Mode: ptrTo(v1alpha1.NetworkModeMove), InterfaceName: ptrTo(ifname)})
+	env.CreateClaimTemplate(t, ns, "roce-whole", framework.ClaimSpec([]framework.Request{{Name: "hca", Class: classExclusive, CEL: framework.OnPort(rocePortB)}}, "",
+		framework.OpaqueConfig(cfg)))
+	env.CreatePod(t, framework.ReportPod(ns, "mover", "roce-whole"))
+	a := expectAttached(t, ns, "mover", ifname, host.MTU, func(p netip.Prefix) error {
+		if p != host.Addresses[0] {
+			return fmt.Errorf("address %s, want the host's former %s", p, host.Addresses[0])
+		}
+		return nil
+	}, rocePortB)
+	if a.iface.HardwareAddr != host.HardwareAddr {
+		t.Errorf("the pod's %s has MAC %s, want %s's %s", ifname, a.iface.HardwareAddr, host.Name, host.HardwareAddr)
+	}
+	links, err := framework.HostLinks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range links {
+		if l.Name == roceNetdevB || l.HardwareAddr == host.HardwareAddr {
+			t.Errorf("the host still has %s (%s) while the pod holds it", l.Name, l.HardwareAddr)
+		}
+	}
+
+	env.DeletePod(t, ns, "mover")
+	expectHostRestored(t, before)
+	links, _ = framework.HostLinks()
+	if l, ok := framework.FindHostLink(links, roceNetdevB); !ok || !l.Up || l.MTU != host.MTU || !slices.Contains(l.Addresses, host.Addresses[0].String()) {
+		t.Errorf("the host's %s after the pod: %+v (found %v), want up, MTU %d, %s", roceNetdevB, l, ok, host.MTU, host.Addresses[0])
+	}
+}
+
+// TestIPoIBAttachment: an InfiniBand claim with an ipoib attachment gets an interface
+// with an address of the IPoIB pool. On the mock node the child is a stand-in (a macvlan
+// of the IPoIB interface's stand-in: this kernel has no ib_ipoib); the real ipoib child
+// is covered by pkg/netattach's unit tests.
+func TestIPoIBAttachment(t *testing.T) {
+	before := mustCaptureHost(t)
+	ns := env.NewNamespace(t, "ipoib")
+	cfg := rdmaConfig(t, v1alpha1.NetworkConfig{Mode: ptrTo(v1alpha1.NetworkModeIPoIB), IPAM: ptrTo(v1alpha1.IPAMNode)})
+	env.CreateClaimTemplate(t, ns, "ib-share", framework.ClaimSpec([]framework.Request{{Name: "hca", Class: classShared, CEL: framework.OnPort(ibPort)}}, "",
+		framework.OpaqueConfig(cfg)))
+	env.CreatePod(t, framework.ReportPod(ns, "ipoib", "ib-share"))
+	a := expectAttached(t, ns, "ipoib", podIf, 0, inPool(t, mocknet.IPoIBPool), "")
+	assertSees(t, "ipoib", a.report, want{ibdevs: []string{ibPort}})
+	env.DeletePod(t, ns, "ipoib")
+	expectHostRestored(t, before)
+}
+
+// TestPluginKilledDuringAttach kills the plugin with SIGKILL while it attaches a pod's
+// network: as soon as the claim's checkpoint entry holds an attachment journal for the
+// pod (the plugin journals before every step). The pod must end up running with its
+// interface (the sandbox may fail and be retried in between), and after the pod is
+// deleted the host's interfaces and the port's GID table must be as before and the
+// claim's checkpoint entry gone.
+func TestPluginKilledDuringAttach(t *testing.T) {
+	ctx := framework.Context(t, 10*time.Minute)
+	if err := env.WaitReady(ctx, shares); err != nil {
+		t.Fatal(err)
+	}
+	before := mustCaptureHost(t, rocePortA)
+	plugin, err := env.PluginPod(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restarts := plugin.Status.ContainerStatuses[0].RestartCount
+	pid, err := pluginPID(string(plugin.UID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if err := env.WaitReady(ctx, shares); err != nil {
+			t.Errorf("plugin after the test: %v", err)
+		}
+	})
+
+	ns := env.NewNamespace(t, "attachcrash")
+	cfg := rdmaConfig(t, v1alpha1.NetworkConfig{Mode: ptrTo(v1alpha1.NetworkModeMacvlan), IPAM: ptrTo(v1alpha1.IPAMNode)})
+	env.CreateClaimTemplate(t, ns, "roce-share", framework.ClaimSpec([]framework.Request{{Name: "hca", Class: classShared, CEL: framework.OnPort(rocePortA)}}, "",
+		framework.OpaqueConfig(cfg)))
+	env.CreatePod(t, framework.ReportPod(ns, "victim", "roce-share"))
+	claim := env.PodClaim(t, ns, "victim")
+	uid := string(claim.UID)
+
+	// The journal appears at the first step of the attach; poll fast to catch it there.
+	var seen []framework.Attachment
+	err = framework.Poll(ctx, 3*time.Minute, 2*time.Millisecond, func(context.Context) error {
+		var err error
+		if seen, err = env.Attachments(uid); err != nil {
+			return err
+		}
+		if len(seen) == 0 {
+			return fmt.Errorf("no attachment journal of claim %s yet", uid)
+		}
+		return nil
+	})
+	if err != nil {
+		env.FailPod(t, ns, "victim", err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("SIGKILL to the plugin (pid %d) with the attachment journal at %+v", pid, seen)
+	framework.Eventually(t, ctx, 3*time.Minute, time.Second, "plugin container restarted", func(ctx context.Context) error {
+		p, err := env.PluginPod(ctx)
+		if err != nil {
+			return err
+		}
+		if s := p.Status.ContainerStatuses[0]; s.RestartCount <= restarts || !s.Ready {
+			return fmt.Errorf("restarts %d, ready %v", s.RestartCount, s.Ready)
+		}
+		return nil
+	})
+
+	expectAttached(t, ns, "victim", podIf, 0, inPool(t, roceNetdevA), rocePortA)
+	env.DeletePod(t, ns, "victim")
+	expectHostRestored(t, before)
+	framework.Eventually(t, ctx, time.Minute, time.Second, "claim's checkpoint entry removed", func(context.Context) error {
+		cp, err := env.Checkpoint()
+		if err != nil {
+			return err
+		}
+		if e, ok := cp[uid]; ok {
+			return fmt.Errorf("checkpoint entry left: %+v", e)
+		}
+		return nil
+	})
+}
+
+// TestAttachmentNeedsNRI: with network attachment off (helm --set
+// networkAttachment.enabled=false) a claim that asks for it fails at prepare with a
+// message about network attachment, and one without it still runs.
+func TestAttachmentNeedsNRI(t *testing.T) {
+	ctx := framework.Context(t, 10*time.Minute)
+	if err := env.Install(ctx, shares, "networkAttachment.enabled=false"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if err := env.Install(ctx, shares); err != nil {
+			t.Errorf("reinstall with network attachment: %v", err)
+		}
+	})
+	ns := env.NewNamespace(t, "nonri")
+	cfg := rdmaConfig(t, v1alpha1.NetworkConfig{Mode: ptrTo(v1alpha1.NetworkModeMacvlan), IPAM: ptrTo(v1alpha1.IPAMNode)})
+	env.CreateClaimTemplate(t, ns, "roce-share", framework.ClaimSpec([]framework.Request{{Name: "hca", Class: classShared, CEL: framework.OnPort(rocePortA)}}, "",
+		framework.OpaqueConfig(cfg)))
+	env.CreateClaimTemplate(t, ns, "plain", framework.ClaimSpec([]framework.Request{{Name: "hca", Class: classShared, CEL: framework.OnPort(rocePortA)}}, ""))
+	env.CreatePod(t, framework.ReportPod(ns, "wants-net", "roce-share"))
+	env.CreatePod(t, framework.ReportPod(ns, "plain", "plain"))
+	framework.Eventually(t, ctx, 2*time.Minute, 2*time.Second, "FailedPrepareDynamicResources about network attachment", func(ctx context.Context) error {
+		evs, err := env.WarningEvents(ctx, ns, "FailedPrepare")
+		if err != nil {
+			return err
+		}
+		for _, ev := range evs {
+			if strings.HasPrefix(ev, "wants-net:") && strings.Contains(ev, "network attachment") {
+				return nil
+			}
+		}
+		return fmt.Errorf("warning events %v", evs)
+	})
+	assertSees(t, "plain", env.WaitReport(t, ns, "plain"), want{ibdevs: []string{rocePortA}, gidIndex: "3"})
+}
+
+func ptrTo[T any](v T) *T { return &v }
