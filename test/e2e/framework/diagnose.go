@@ -269,9 +269,9 @@ func grepLines(logs string, needles []string) []string {
 }
 
 var (
-	// klogError is an error line of klog's text format ("E1124 05:00:00.000000 ...") or
-	// of its JSON format.
-	klogError = regexp.MustCompile(`^E\d{4} |"err":"`)
+	// klogError is an error line of klog's text format ("E1124 05:00:00.000000 ..."),
+	// the chart's default (JSON lines carry "err" at info level too, for retries).
+	klogError = regexp.MustCompile(`^E\d{4} `)
 	// prepareError is a per-claim error in a logged gRPC response ("Error:refused ...").
 	prepareError = regexp.MustCompile(`Error:[^,}\s]`)
 )
