@@ -272,8 +272,10 @@ var (
 	// klogError is an error line of klog's text format ("E1124 05:00:00.000000 ..."),
 	// the chart's default (JSON lines carry "err" at info level too, for retries).
 	klogError = regexp.MustCompile(`^E\d{4} `)
-	// prepareError is a per-claim error in a logged gRPC response ("Error:refused ...").
-	prepareError = regexp.MustCompile(`Error:[^,}\s]`)
+	// prepareError is a per-claim error in a logged gRPC response, which prints in
+	// protobuf text format inside klog's quoting: value:{error:\"refused ...\"}. An empty
+	// error is not printed at all.
+	prepareError = regexp.MustCompile(`\berror:(\\?")?[^,}\s"\\]`)
 )
 
 // Classify weighs the evidence: any sign of the driver failing makes it a driver fault;

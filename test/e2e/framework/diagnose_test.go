@@ -99,6 +99,20 @@ func TestClassify(t *testing.T) {
 			want: DriverFault, why: "logged an error",
 		},
 		{
+			name: "per-claim error in the logged prepare response",
+			ev: Evidence{Failure: errors.New("pod did not run"), Pod: pending("ContainerCreating", ""), Plugins: []PluginEvidence{{
+				Pod: "plugin-a", Running: true, Lines: []string{`I1124 05:00:01.000000       1 nonblockinggrpcserver.go:161] "handling request succeeded" method="/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodePrepareResources" response="claims:{key:\"u-1\" value:{error:\"prepare claim: refused\"}}"`},
+			}}},
+			want: DriverFault, why: "logged an error",
+		},
+		{
+			name: "successful prepare response is no error",
+			ev: Evidence{Failure: errors.New("pod did not run"), Pod: pending("ContainerCreating", ""), Node: readyNode(created.Add(-time.Hour)), Plugins: []PluginEvidence{{
+				Pod: "plugin-a", Running: true, Lines: []string{`I1124 05:00:01.000000       1 nonblockinggrpcserver.go:161] "handling request succeeded" response="claims:{key:\"u-1\" value:{devices:{request_names:\"hca\" pool_name:\"n-rdma\" device_name:\"mlx5-0-p1-shared\"}}}"`},
+			}}},
+			want: Undetermined,
+		},
+		{
 			name: "sandbox the runtime could not create",
 			ev: Evidence{Failure: errors.New("pod did not run"), Pod: pending("ContainerCreating", ""), Plugins: runningPlugin,
 				Events: []corev1.Event{warning("FailedCreatePodSandBox", "failed to reserve sandbox name")}},
