@@ -24,6 +24,10 @@ import (
 // holds: the driver's fault whatever else happened.
 var ErrWrongDevices = errors.New("container saw other devices than its claim holds")
 
+// ErrUnexpectedAllocation marks a pod that was scheduled although no device the driver
+// publishes should have been free for it: the driver offered more than the port has.
+var ErrUnexpectedAllocation = errors.New("pod was scheduled; want it Pending")
+
 // errPodGone ends a wait: a pod that is not there cannot get anywhere.
 var errPodGone = errors.New("pod is gone")
 

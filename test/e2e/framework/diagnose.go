@@ -23,8 +23,8 @@ type Verdict string
 // Verdicts, loud in the test output.
 const (
 	// DriverFault: the plugin refused or failed a prepare, logged an error for the claim,
-	// the runtime could not resolve the claim's CDI devices, or the container saw other
-	// devices than its claim holds.
+	// the runtime could not resolve the claim's CDI devices, the container saw other
+	// devices than its claim holds, or a pod got devices that should not have been free.
 	DriverFault Verdict = "DRIVER FAULT"
 	// EnvironmentHiccup: the cluster around the driver stumbled (a kubelet that was not
 	// answering or had not registered the plugin yet, a node that went NotReady, a sandbox
@@ -285,6 +285,9 @@ func Classify(ev Evidence) (Verdict, []string) {
 	var driver, env []string
 	if errors.Is(ev.Failure, ErrWrongDevices) {
 		driver = append(driver, "the container ran and saw other devices than its claim holds")
+	}
+	if errors.Is(ev.Failure, ErrUnexpectedAllocation) {
+		driver = append(driver, "the scheduler found devices for a claim that the published ports should not have had free")
 	}
 	pluginRunning := false
 	for _, p := range ev.Plugins {

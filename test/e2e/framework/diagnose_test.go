@@ -68,6 +68,11 @@ func TestClassify(t *testing.T) {
 			want: DriverFault, why: "other devices",
 		},
 		{
+			name: "pod scheduled that should have stayed Pending",
+			ev:   Evidence{Failure: fmt.Errorf("%w: on node", ErrUnexpectedAllocation), Pod: pending("ContainerCreating", ""), Plugins: runningPlugin},
+			want: DriverFault, why: "should not have had free",
+		},
+		{
 			name: "plugin refused the prepare",
 			ev: Evidence{Failure: errors.New("pod did not run"), Pod: pending("ContainerCreating", ""), Plugins: runningPlugin,
 				Events: []corev1.Event{warning("FailedPrepareDynamicResources", "Failed to prepare dynamic resources: prepare claim: refused")}},

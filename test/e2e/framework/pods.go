@@ -331,7 +331,7 @@ func (e *Env) StaysPending(t *testing.T, ns, name string, d time.Duration) {
 	ctx := Context(t, d+2*time.Minute)
 	_, err := e.WaitPod(ctx, ns, name, time.Minute, func(pod *corev1.Pod) (bool, error) {
 		if pod.Spec.NodeName != "" {
-			return false, fmt.Errorf("pod was scheduled to %s; want it Pending", pod.Spec.NodeName)
+			return false, fmt.Errorf("%w: on %s", ErrUnexpectedAllocation, pod.Spec.NodeName)
 		}
 		for _, c := range pod.Status.Conditions {
 			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
@@ -348,7 +348,7 @@ func (e *Env) StaysPending(t *testing.T, ns, name string, d time.Duration) {
 	}
 	_, err = e.WaitPod(ctx, ns, name, d, func(pod *corev1.Pod) (bool, error) {
 		if pod.Spec.NodeName != "" {
-			return false, fmt.Errorf("pod was scheduled to %s within %s; want it Pending", pod.Spec.NodeName, d)
+			return false, fmt.Errorf("%w: on %s within %s", ErrUnexpectedAllocation, pod.Spec.NodeName, d)
 		}
 		return false, nil
 	})
