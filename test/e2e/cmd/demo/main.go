@@ -1,7 +1,9 @@
 // Command demo applies the demo workloads of demo/ to the local cluster (the driver in mock
 // mode on a dgx-h100 node), waits for them and prints, for each pod, its claim, the devices
 // the scheduler allocated, and what the container itself sees: NCCL_IB_HCA,
-// NCCL_IB_GID_INDEX and /dev/infiniband. `make demo` runs it after `make cluster-up`.
+// NCCL_IB_GID_INDEX and /dev/infiniband; for the RoCE pods without hostNetwork also the
+// interface the driver attached (address, MAC, GID index of the pod's own address) and a
+// ping between them over it. `make demo` runs it after `make cluster-up`.
 package main
 
 import (
@@ -27,7 +29,16 @@ var workloads = []struct{ file, namespace, shows string }{
 	{"demo/exclusive-ib-pair/exclusive-ib-pair.yaml", "rdma-demo-exclusive", "two whole IB ports on one NUMA node"},
 	{"demo/prefer-whole-port/prefer-whole-port.yaml", "rdma-demo-fallback", "firstAvailable: a whole port, else a share"},
 	{"demo/legacy-extended-resource/legacy-pod.yaml", "rdma-demo-legacy", "unchanged pod asking for rdma/hca_shared_devices_a: 1"},
+	{"demo/perftest/roce-pair.yaml", rocePairNamespace, "RoCE pair without hostNetwork: macvlan rdma0 from the node's pool"},
 }
+
+// The RoCE pair (demo/perftest/roce-pair.yaml): its namespace, pods and pod interface.
+const (
+	rocePairNamespace = "rdma-demo-roce"
+	rocePairIf        = "rdma0"
+)
+
+var rocePairPods = []string{"roce-a", "roce-b"}
 
 func main() {
 	repo := flag.String("repo", "../", "repository root")
@@ -65,6 +76,49 @@ func run(repo string, timeout time.Duration) error {
 		rows = append(rows, r...)
 	}
 	print(env, rows)
+	return printRocePair(ctx, env)
+}
+
+// printRocePair prints what each RoCE pod sees on its interface and pings the other pod
+// over it.
+func printRocePair(ctx context.Context, env *framework.Env) error {
+	fmt.Printf("\nRoCE pods without hostNetwork (%s): the driver attached a macvlan child of the port's netdev\n\n", rocePairNamespace)
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "POD\tINTERFACE\tADDRESS\tMAC\tMTU\tNCCL_IB_GID_INDEX\tNCCL_SOCKET_IFNAME")
+	var addrs []string
+	for _, pod := range rocePairPods {
+		ifc, err := env.PodInterface(ctx, rocePairNamespace, pod, rocePairIf)
+		if err != nil {
+			return fmt.Errorf("interface of %s: %w", pod, err)
+		}
+		logs, err := env.Client.CoreV1().Pods(rocePairNamespace).GetLogs(pod, &corev1.PodLogOptions{}).DoRaw(ctx)
+		if err != nil {
+			return err
+		}
+		rep := framework.ParseLogs(string(logs))
+		var shown []string
+		for _, a := range ifc.Addresses {
+			shown = append(shown, a.String())
+			if a.Addr().Is4() {
+				addrs = append(addrs, a.Addr().String())
+			}
+		}
+		fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%s\t%d\t%s\t%s\n", rocePairNamespace, pod, ifc.Name, strings.Join(shown, ","), ifc.HardwareAddr, ifc.MTU,
+			rep.Env["NCCL_IB_GID_INDEX"], rep.Env["NCCL_SOCKET_IFNAME"])
+	}
+	tw.Flush()
+	if len(addrs) != len(rocePairPods) {
+		return fmt.Errorf("the RoCE pods have IPv4 addresses %v, want one each", addrs)
+	}
+	out, err := env.Exec(ctx, rocePairNamespace, rocePairPods[0], "ping", "-c", "3", "-W", "2", "-I", rocePairIf, addrs[1])
+	if err != nil {
+		return fmt.Errorf("ping from %s to %s over %s: %w", rocePairPods[0], addrs[1], rocePairIf, err)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "packets transmitted") {
+			fmt.Printf("\n%s -> %s over %s: %s\n", rocePairPods[0], addrs[1], rocePairIf, strings.TrimSpace(line))
+		}
+	}
 	return nil
 }
 
@@ -161,7 +215,9 @@ Explore:
   _output/bin/kubectl -n rdma-demo-exclusive exec ib-pair -- ls -l /dev/infiniband
   _output/bin/kubectl get rdmapools                              # the pools behind rdma-shared / rdma-exclusive
   _output/bin/kubectl -n rdma-dra-driver logs daemonset/rdma-dra-driver-kubelet-plugin
-Remove the workloads: _output/bin/kubectl delete ns rdma-demo-shares rdma-demo-exclusive rdma-demo-fallback rdma-demo-legacy
+  _output/bin/kubectl -n rdma-demo-roce exec roce-a -- ip -o addr show dev rdma0
+  _output/bin/kubectl -n rdma-demo-roce get resourceclaims -o jsonpath='{.items[*].status.devices[*].networkData}'
+Remove the workloads: _output/bin/kubectl delete ns rdma-demo-shares rdma-demo-exclusive rdma-demo-fallback rdma-demo-legacy rdma-demo-roce
 Tear down:            make cluster-down
 `, env.Kubeconfig)
 }
