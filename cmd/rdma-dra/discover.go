@@ -1,19 +1,19 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
-	"sigs.k8s.io/yaml"
 
-	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
+	"github.com/rdma-dra/rdma-dra-driver/internal/cliflags"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/sysfs"
 )
 
@@ -26,8 +26,10 @@ const (
 
 // discoverConfig is the discover command's configuration.
 type discoverConfig struct {
-	SysfsRoot string
-	Output    string
+	SysfsRoot  string
+	Output     string
+	GIDs       bool
+	ConfigPath string
 }
 
 func discoverCommand() *cli.Command {
@@ -35,27 +37,22 @@ func discoverCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "discover",
 		Usage: "list the RDMA ports of this node (or of a mock node's sysfs tree) as the driver sees them",
-		Description: "One row per port: its netdev as ibdev2netdev would say, its state and speed as ibstat would,\n" +
-			"and the placement facts (NUMA node, PCIe root, GID index) the driver publishes. On the live\n" +
-			"sysfs (/sys) the RDMA netns mode comes from netlink; below any other root, from the tree.",
+		Description: "One row per port: its netdev and its operational state as ibdev2netdev would say, its state,\n" +
+			"speed, LID, SM LID and port GUID as ibstat would, and the placement facts (NUMA node, PCIe root,\n" +
+			"GID index) the driver publishes. --gids prints the GID tables the way show_gids does, with the\n" +
+			"index the driver picks and why. -o json writes the versioned inventory document that\n" +
+			"rdma-dra slices --inventory reads (docs/inventory.schema.json). On the live sysfs (/sys) the\n" +
+			"RDMA netns mode comes from netlink; below any other root, from the tree.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{
-				Name:        "sysfs-root",
-				Usage:       "directory to read sysfs from, e.g. DIR/sys of a mock node",
-				Value:       sysfs.DefaultRoot,
-				Destination: &cfg.SysfsRoot,
-				EnvVars:     []string{"SYSFS_ROOT"},
-			},
-			&cli.StringFlag{
-				Name:        "output",
-				Aliases:     []string{"o"},
-				Usage:       "output format: table, json or yaml",
-				Value:       outputTable,
-				Destination: &cfg.Output,
-				EnvVars:     []string{"OUTPUT"},
-			},
+			&cli.StringFlag{Name: "sysfs-root", Usage: "directory to read sysfs from, e.g. `DIR`/sys of a mock node", Value: sysfs.DefaultRoot, Destination: &cfg.SysfsRoot, EnvVars: []string{"SYSFS_ROOT"}, TakesFile: true},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "output format: table, json or yaml", Value: outputTable, Destination: &cfg.Output, EnvVars: []string{"OUTPUT"}},
+			&cli.BoolFlag{Name: "gids", Usage: "print the GID table of every port, like show_gids, with the driver's GID index and why", Destination: &cfg.GIDs, EnvVars: []string{"GIDS"}},
+			&cli.StringFlag{Name: "config", Usage: "the kubelet plugin's node configuration `FILE`: warn about the ports it leaves out", Destination: &cfg.ConfigPath, EnvVars: []string{"NODE_CONFIG"}, TakesFile: true},
 		},
 		Action: func(c *cli.Context) error {
+			if err := cliflags.NoArgs(c, sysfsRootHint); err != nil {
+				return err
+			}
 			return runDiscover(c, cfg)
 		},
 	}
@@ -65,156 +62,102 @@ func runDiscover(c *cli.Context, cfg *discoverConfig) error {
 	switch cfg.Output {
 	case outputTable, outputJSON, outputYAML:
 	default:
-		return fmt.Errorf("unknown output format %q: want table, json or yaml", cfg.Output)
+		return cliflags.Usagef("unknown output format %q: want table, json or yaml", cfg.Output)
 	}
-	d := discovery.New(discovery.Options{
-		SysfsRoot:  cfg.SysfsRoot,
-		UseNetlink: filepath.Clean(cfg.SysfsRoot) == sysfs.DefaultRoot,
-	})
-	inv, err := d.Discover(c.Context)
+	if cfg.GIDs && cfg.Output != outputTable {
+		return cliflags.Usagef("--gids prints a table; it does not combine with -o %s", cfg.Output)
+	}
+	var nodeCfg *nodeconfig.Config
+	if cfg.ConfigPath != "" {
+		nc, err := nodeconfig.FromFile(cfg.ConfigPath, nodeconfig.Overrides{})
+		if err != nil {
+			return err
+		}
+		nodeCfg = &nc
+	}
+	inv, err := discoverAt(c, cfg.SysfsRoot)
 	if err != nil {
 		return err
 	}
+	ports := naturalPorts(inv.Ports)
+	if nodeCfg != nil {
+		warnConfigSelection(c, cfg.ConfigPath, nodeCfg, ports)
+	}
 	w := c.App.Writer
-	switch cfg.Output {
-	case outputJSON:
-		b, err := json.MarshalIndent(newDiscoverOutput(inv), "", "  ")
+	switch {
+	case cfg.Output == outputJSON || cfg.Output == outputYAML:
+		sorted := *inv
+		sorted.Ports = ports
+		b, err := discovery.MarshalInventory(&sorted)
 		if err != nil {
-			return fmt.Errorf("encode inventory: %w", err)
+			return err
 		}
-		_, err = fmt.Fprintf(w, "%s\n", b)
-		return err
-	case outputYAML:
-		b, err := yaml.Marshal(newDiscoverOutput(inv))
-		if err != nil {
-			return fmt.Errorf("encode inventory: %w", err)
+		if cfg.Output == outputYAML {
+			if b, err = orderedYAML(b); err != nil {
+				return err
+			}
 		}
 		_, err = w.Write(b)
 		return err
+	case cfg.GIDs:
+		return writeGIDTables(w, cfg.SysfsRoot, ports)
 	}
-	return writeDiscoverTable(w, cfg.SysfsRoot, inv)
+	return writeDiscoverTable(w, cfg.SysfsRoot, inv.NetnsMode, ports)
 }
 
-// discoverOutput is the json and yaml form of an inventory. Keys are the attribute names
-// of the device model; null means unknown or not applicable.
-type discoverOutput struct {
-	NetnsMode *string          `json:"netns_mode"`
-	Devices   []discoveredPort `json:"devices"`
+// isLiveRoot reports whether root is the host's sysfs, where netlink tells the same.
+func isLiveRoot(root string) bool { return filepath.Clean(root) == sysfs.DefaultRoot }
+
+// warnEmptyRoot warns when a root holds no RDMA devices and looks like a mistake: the
+// directory a mock node was written to instead of its sys/, or no sysfs tree at all.
+func warnEmptyRoot(c *cli.Context, root string, inv *discovery.Inventory) {
+	if len(inv.Ports) > 0 {
+		return
+	}
+	if st, err := os.Stat(filepath.Join(root, "sys", "class", "infiniband")); err == nil && st.IsDir() {
+		warnf(c, "no RDMA devices below %s, but %s has some: did you mean --sysfs-root %s?", root, filepath.Join(root, "sys"), filepath.Join(root, "sys"))
+		return
+	}
+	if _, err := os.Stat(filepath.Join(root, "class")); err != nil {
+		warnf(c, "%s does not look like a sysfs tree (it has no class/ directory)", root)
+	}
 }
 
-// discoveredPort is one port in the json and yaml output.
-type discoveredPort struct {
-	Name      string         `json:"name"`
-	IBDev     string         `json:"ibdev"`
-	Port      int            `json:"port"`
-	LinkLayer *string        `json:"link_layer"`
-	PortState *string        `json:"port_state"`
-	PhysState *string        `json:"phys_state"`
-	SpeedGbps *int           `json:"speed_gbps"`
-	Rate      *string        `json:"rate"`
-	Netdev    *string        `json:"netdev"`
-	MTU       *int           `json:"mtu"`
-	NUMANode  *int           `json:"numa_node"`
-	GIDIndex  *int           `json:"gid_index"`
-	PCIBusID  *string        `json:"pci_bus_id"`
-	PCIeRoot  *string        `json:"pcie_root"`
-	SRIOVVF   bool           `json:"sriov_vf"`
-	PhysFn    *string        `json:"physfn"`
-	LAG       bool           `json:"lag"`
-	Virtual   bool           `json:"virtual"`
-	Model     *string        `json:"model"`
-	FWVer     *string        `json:"fw_ver"`
-	NodeGUID  *string        `json:"node_guid"`
-	BoardID   *string        `json:"board_id"`
-	HCAType   *string        `json:"hca_type"`
-	Driver    *string        `json:"driver"`
-	VendorID  *string        `json:"vendor_id"`
-	DeviceID  *string        `json:"device_id"`
-	Uverbs    *charDevOutput `json:"uverbs"`
-	UMAD      *charDevOutput `json:"umad"`
-	ISSM      *charDevOutput `json:"issm"`
-}
-
-// charDevOutput is a character device: its path on the host and its number.
-type charDevOutput struct {
-	Path string `json:"path"`
-	Dev  string `json:"dev"`
-}
-
-func newDiscoverOutput(inv *discovery.Inventory) discoverOutput {
-	out := discoverOutput{NetnsMode: str(string(inv.NetnsMode)), Devices: []discoveredPort{}}
-	for _, p := range inv.Ports {
-		ll := p.LinkLayer
-		if ll == discovery.LinkLayerUnknown {
-			ll = ""
+// warnConfigSelection warns about the ports a node configuration leaves out, and when
+// it leaves out all of them.
+func warnConfigSelection(c *cli.Context, path string, nc *nodeconfig.Config, ports []discovery.Port) {
+	var excluded []string
+	for i := range ports {
+		if !nc.Selects(&ports[i]) {
+			excluded = append(excluded, fmt.Sprintf("%s/%d", ports[i].IBDev, ports[i].Port))
 		}
-		out.Devices = append(out.Devices, discoveredPort{
-			Name:      devicemodel.DeviceName(p.IBDev, p.Port),
-			IBDev:     p.IBDev,
-			Port:      p.Port,
-			LinkLayer: str(ll),
-			PortState: str(p.State),
-			PhysState: str(p.PhysState),
-			SpeedGbps: p.SpeedGbps,
-			Rate:      str(p.Rate),
-			Netdev:    str(p.Netdev),
-			MTU:       p.MTU,
-			NUMANode:  p.NUMANode,
-			GIDIndex:  p.GIDIndex,
-			PCIBusID:  str(p.PCIBusID),
-			PCIeRoot:  str(p.PCIeRoot),
-			SRIOVVF:   p.SRIOVVF,
-			PhysFn:    str(p.PhysFn),
-			LAG:       p.LAG,
-			Virtual:   p.Virtual,
-			Model:     str(p.Model),
-			FWVer:     str(p.FWVer),
-			NodeGUID:  str(p.NodeGUID),
-			BoardID:   str(p.BoardID),
-			HCAType:   str(p.HCAType),
-			Driver:    str(p.Driver),
-			VendorID:  str(p.VendorID),
-			DeviceID:  str(p.DeviceID),
-			Uverbs:    charDevOut(p.Verbs),
-			UMAD:      charDevOut(p.UMAD),
-			ISSM:      charDevOut(p.ISSM),
-		})
 	}
-	return out
-}
-
-// str is nil for the empty string, which the inventory uses for "unknown".
-func str(s string) *string {
-	if s == "" {
-		return nil
+	switch {
+	case len(ports) > 0 && len(excluded) == len(ports):
+		warnf(c, "node config %s selects none of the %d ports: the node would publish an empty slice", path, len(ports))
+	case len(excluded) > 0:
+		warnf(c, "node config %s leaves out %d of %d ports, which are not published: %s", path, len(excluded), len(ports), strings.Join(excluded, ", "))
 	}
-	return &s
-}
-
-func charDevOut(c *discovery.CharDev) *charDevOutput {
-	if c == nil {
-		return nil
-	}
-	return &charDevOutput{Path: "/dev/infiniband/" + c.Name, Dev: fmt.Sprintf("%d:%d", c.Major, c.Minor)}
 }
 
 // writeDiscoverTable writes one row per port, the way ibdev2netdev and ibstat would tell
-// a person: which netdev, which state and speed, where it sits, what it is.
-func writeDiscoverTable(w io.Writer, root string, inv *discovery.Inventory) error {
-	mode := string(inv.NetnsMode)
+// a person: which netdev and its state, which port state and speed, where it sits.
+func writeDiscoverTable(w io.Writer, root string, netns discovery.NetnsMode, ports []discovery.Port) error {
+	mode := string(netns)
 	if mode == "" {
 		mode = "unknown"
 	}
-	if _, err := fmt.Fprintf(w, "RDMA netns mode: %s   sysfs: %s   ports: %d\n", mode, root, len(inv.Ports)); err != nil {
+	if _, err := fmt.Fprintf(w, "RDMA netns mode: %s   sysfs: %s   ports: %d\n", mode, root, len(ports)); err != nil {
 		return err
 	}
-	if len(inv.Ports) == 0 {
+	if len(ports) == 0 {
 		_, err := fmt.Fprintln(w, "no RDMA devices found")
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "PORT\tNETDEV\tLINK\tSTATE\tSPEED\tMTU\tNUMA\tPCIE ROOT\tGID\tMODEL\tFIRMWARE\tFLAGS")
-	for _, p := range inv.Ports {
+	fmt.Fprintln(tw, "PORT\tNETDEV\tOPER\tLINK\tSTATE\tSPEED\tMTU\tLID\tSM LID\tPORT GUID\tNUMA\tPCIE ROOT\tGID\tMODEL\tFIRMWARE\tFLAGS")
+	reasons := map[string]bool{}
+	for _, p := range ports {
 		state := orDash(p.State)
 		if p.PhysState != "" {
 			state += " (" + p.PhysState + ")"
@@ -223,11 +166,100 @@ func writeDiscoverTable(w io.Writer, root string, inv *discovery.Inventory) erro
 		if p.SpeedGbps != nil {
 			speed = strconv.Itoa(*p.SpeedGbps) + " Gb/s"
 		}
-		fmt.Fprintf(tw, "%s/%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			p.IBDev, p.Port, orDash(p.Netdev), orDash(p.LinkLayer), state, speed, intOrDash(p.MTU),
-			intOrDash(p.NUMANode), orDash(p.PCIeRoot), intOrDash(p.GIDIndex), orDash(p.Model), orDash(p.FWVer), flags(p))
+		gid := intOrDash(p.GIDIndex)
+		if p.GIDIndex == nil {
+			gid = gidCell(&p)
+			reasons[gid] = true
+		}
+		fmt.Fprintf(tw, "%s/%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			p.IBDev, p.Port, orDash(p.Netdev), orDash(p.NetdevOperState), orDash(p.LinkLayer), state, speed, intOrDash(p.MTU),
+			lidOrDash(p.LID), lidOrDash(p.SMLID), orDash(p.PortGUID),
+			intOrDash(p.NUMANode), orDash(p.PCIeRoot), gid, orDash(p.Model), orDash(p.FWVer), flags(p))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range []struct{ cell, text string }{
+		{"n/a", "GID n/a: InfiniBand ports have no GID index"},
+		{"none", "GID none: a RoCE port without a RoCE v2 entry with an IPv4 or global IPv6 address (rdma-dra discover --gids shows its table)"},
+		{"?", "GID ?: the link layer is unknown"},
+	} {
+		if reasons[r.cell] {
+			if _, err := fmt.Fprintln(w, r.text); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// gidCell is the GID column of a port without GID index: why there is none.
+func gidCell(p *discovery.Port) string {
+	switch p.LinkLayer {
+	case discovery.LinkLayerInfiniBand:
+		return "n/a"
+	case discovery.LinkLayerEthernet:
+		return "none"
+	}
+	return "?"
+}
+
+// writeGIDTables prints every port's GID table as show_gids does, marks the entry the
+// driver publishes as gid_index and says why.
+func writeGIDTables(w io.Writer, root string, ports []discovery.Port) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "DEV\tPORT\tINDEX\tGID\tADDRESS\tVER\tNETDEV\tDRIVER")
+	var summary []string
+	for _, p := range ports {
+		t, err := discovery.ReadGIDTable(root, p.IBDev, p.Port)
+		if err != nil {
+			return err
+		}
+		for _, e := range t.Entries {
+			pick := ""
+			if t.Index != nil && *t.Index == e.Index {
+				pick = "<- gid_index"
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", p.IBDev, p.Port, e.Index, e.GID.String(), gidAddress(p, e),
+				gidVersion(p, e), orDash(e.Netdev), pick)
+		}
+		line := fmt.Sprintf("%s/%d: ", p.IBDev, p.Port)
+		if t.Index != nil {
+			line += fmt.Sprintf("gid_index %d: %s", *t.Index, t.Reason)
+		} else {
+			line += "no gid_index: " + t.Reason
+		}
+		summary = append(summary, line)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(w, "\n"+strings.Join(summary, "\n"))
+	return err
+}
+
+// gidAddress is the IP address a RoCE GID stands for: IPv4 for mapped ones.
+func gidAddress(p discovery.Port, e discovery.GIDEntry) string {
+	if p.LinkLayer != discovery.LinkLayerEthernet {
+		return "-"
+	}
+	a := e.GID.Addr()
+	if a.Is4In6() {
+		return a.Unmap().String()
+	}
+	return a.String()
+}
+
+func gidVersion(p discovery.Port, e discovery.GIDEntry) string {
+	switch {
+	case p.LinkLayer == discovery.LinkLayerInfiniBand:
+		return "IB"
+	case e.Type == sysfs.GIDTypeRoCEv2:
+		return "v2"
+	case e.Type == sysfs.GIDTypeRoCEv1:
+		return "v1"
+	}
+	return "-"
 }
 
 func orDash(s string) string {
@@ -243,6 +275,9 @@ func intOrDash(v *int) string {
 	}
 	return strconv.Itoa(*v)
 }
+
+// lidOrDash prints a LID the way ibstat does: decimal.
+func lidOrDash(v *int) string { return intOrDash(v) }
 
 // flags names what sets a port apart: an SR-IOV VF, a LAG or bonded port, a device
 // without PCI function.

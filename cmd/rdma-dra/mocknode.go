@@ -1,15 +1,16 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 	"k8s.io/klog/v2"
 
+	"github.com/rdma-dra/rdma-dra-driver/internal/cliflags"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/mocknode"
 )
 
@@ -41,6 +42,9 @@ func mockNodeCommand() *cli.Command {
 			&cli.BoolFlag{Name: "list", Usage: "list the profiles and exit", EnvVars: []string{"MOCK_NODE_LIST"}, Destination: &cfg.List},
 		},
 		Action: func(c *cli.Context) error {
+			if err := cliflags.NoArgs(c, nil); err != nil {
+				return err
+			}
 			if cfg.List {
 				return writeProfileList(c.App.Writer)
 			}
@@ -60,11 +64,14 @@ func writeProfileList(w io.Writer) error {
 
 func runMockNode(c *cli.Context, cfg *mockNodeConfig) error {
 	if cfg.Profile == "" || cfg.Out == "" {
-		return errors.New("--profile and --out are required (--list shows the profiles)")
+		return cliflags.Usagef("--profile and --out are required (--list shows the profiles)")
 	}
 	profile, err := mocknode.Lookup(cfg.Profile)
 	if err != nil {
-		return err
+		return cliflags.Usagef("%v", err)
+	}
+	if ents, err := os.ReadDir(cfg.Out); err == nil && len(ents) > 0 && !cfg.Force {
+		return fmt.Errorf("%s is not empty: pass --force to replace its mock node (other files there are kept)", cfg.Out)
 	}
 	node := profile.Node()
 	if err := node.Write(cfg.Out, mocknode.WriteOptions{Overwrite: cfg.Force}); err != nil {

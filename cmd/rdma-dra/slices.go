@@ -1,18 +1,14 @@
 package main
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/urfave/cli/v2"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
+	"github.com/rdma-dra/rdma-dra-driver/internal/cliflags"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
@@ -35,40 +31,47 @@ func slicesCommand() *cli.Command {
 	flags := []cli.Flag{
 		&cli.StringFlag{Name: "node", Usage: "the node the slices are for (required)", EnvVars: []string{"NODE_NAME"}, Destination: &cfg.nodeName},
 		&cli.StringFlag{Name: "sysfs-root", Usage: "where sysfs is read from, e.g. a mock node tree", Value: defaultSysfsRoot, EnvVars: []string{"SYSFS_ROOT"}, Destination: &cfg.sysfsRoot, TakesFile: true},
-		&cli.StringFlag{Name: "inventory", Usage: "read the inventory from this JSON file ('-' for stdin) instead of sysfs", EnvVars: []string{"INVENTORY"}, Destination: &cfg.inventoryPath, TakesFile: true},
+		&cli.StringFlag{Name: "inventory", Usage: "read the inventory from this `FILE` ('-' for stdin) instead of sysfs: what rdma-dra discover -o json writes", EnvVars: []string{"INVENTORY"}, Destination: &cfg.inventoryPath, TakesFile: true},
 		&cli.BoolFlag{Name: "legacy", Usage: "the legacy device model, for clusters without partitionable devices and consumable capacity", EnvVars: []string{"LEGACY_MODEL"}, Destination: &cfg.legacy},
 		&cli.StringFlag{Name: "driver", Usage: "the DRA driver name", Value: devicemodel.DefaultDriverName, EnvVars: []string{"DRIVER_NAME"}, Destination: &cfg.driverName},
 		&cli.StringFlag{Name: "pool", Usage: "the pool name; default <node>" + devicemodel.PoolSuffix, EnvVars: []string{"POOL_NAME"}, Destination: &cfg.poolName},
 		&cli.StringFlag{Name: "config", Usage: "node configuration file (YAML or JSON): which ports, which modes, how many shares", EnvVars: []string{"NODE_CONFIG"}, Destination: &cfg.configPath, TakesFile: true},
-		&cli.StringFlag{Name: "modes", Usage: "devices per port: both, exclusive or shared (overrides the file)", EnvVars: []string{"PORT_MODES"}, Destination: &cfg.modes},
-		&cli.IntFlag{Name: "shares", Usage: fmt.Sprintf("shares per port, 1..%d (overrides the file)", nodeconfig.MaxShares), EnvVars: []string{"PORT_SHARES"}, Destination: &cfg.shares},
+		&cli.StringFlag{Name: "modes", Usage: "devices per port: both, exclusive or shared (overrides the file)", DefaultText: "the file's, else both", EnvVars: []string{"PORT_MODES"}, Destination: &cfg.modes},
+		&cli.IntFlag{Name: "shares", Usage: fmt.Sprintf("shares per port, 1..%d (overrides the file)", nodeconfig.MaxShares), DefaultText: fmt.Sprintf("the file's, else %d", nodeconfig.DefaultShares), EnvVars: []string{"PORT_SHARES"}, Destination: &cfg.shares},
 	}
 	return &cli.Command{
 		Name:  "slices",
 		Usage: "print the ResourceSlices this node would publish, as YAML that kubectl apply --dry-run=server checks",
 		Flags: flags,
 		Action: func(c *cli.Context) error {
-			if c.IsSet("inventory") && c.IsSet("sysfs-root") {
-				return errors.New("--inventory and --sysfs-root exclude each other")
+			if err := cliflags.NoArgs(c, sysfsRootHint); err != nil {
+				return err
 			}
-			return runSlices(c.Context, cfg, c.App.Reader, c.App.Writer)
+			if c.IsSet("inventory") && c.IsSet("sysfs-root") {
+				return cliflags.Usagef("--inventory and --sysfs-root exclude each other")
+			}
+			return runSlices(c, cfg)
 		},
 	}
 }
 
 // runSlices discovers (or reads) the inventory, builds the device model and writes
 // the slices as YAML documents.
-func runSlices(ctx context.Context, cfg *slicesConfig, stdin io.Reader, out io.Writer) error {
+func runSlices(c *cli.Context, cfg *slicesConfig) error {
+	ctx, out := c.Context, c.App.Writer
 	if cfg.nodeName == "" {
-		return errors.New("--node is required")
+		return cliflags.Usagef("--node is required")
 	}
 	nodeCfg, err := nodeconfig.FromFile(cfg.configPath, nodeconfig.Overrides{Modes: nodeconfig.Modes(cfg.modes), Shares: cfg.shares})
 	if err != nil {
-		return err
+		return cliflags.Usagef("%v", err)
 	}
-	inv, err := loadInventory(ctx, cfg, stdin)
+	inv, err := loadInventory(c, cfg)
 	if err != nil {
 		return err
+	}
+	if cfg.configPath != "" {
+		warnConfigSelection(c, cfg.configPath, &nodeCfg, naturalPorts(inv.Ports))
 	}
 	res, err := devicemodel.Build(inv, devicemodel.Options{
 		DriverName: cfg.driverName,
@@ -79,6 +82,11 @@ func runSlices(ctx context.Context, cfg *slicesConfig, stdin io.Reader, out io.W
 	})
 	if err != nil {
 		return err
+	}
+	for _, is := range res.Issues {
+		if is.Attribute == "" {
+			warnf(c, "port %s/%d not published: %s", is.IBDev, is.Port, is.Reason)
+		}
 	}
 	res.LogIssues(klog.FromContext(ctx))
 	for i, slice := range res.ResourceSlices() {
@@ -98,30 +106,21 @@ func runSlices(ctx context.Context, cfg *slicesConfig, stdin io.Reader, out io.W
 	return nil
 }
 
-func loadInventory(ctx context.Context, cfg *slicesConfig, stdin io.Reader) (*discovery.Inventory, error) {
+func loadInventory(c *cli.Context, cfg *slicesConfig) (*discovery.Inventory, error) {
 	if cfg.inventoryPath == "" {
-		d := discovery.New(discovery.Options{SysfsRoot: cfg.sysfsRoot, UseNetlink: cfg.sysfsRoot == defaultSysfsRoot})
-		inv, err := d.Discover(ctx)
+		inv, err := discoverAt(c, cfg.sysfsRoot)
 		if err != nil {
 			return nil, fmt.Errorf("discover ports: %w", err)
 		}
 		return inv, nil
 	}
-	var data []byte
-	var err error
-	if cfg.inventoryPath == "-" {
-		data, err = io.ReadAll(stdin)
-	} else {
-		data, err = os.ReadFile(cfg.inventoryPath)
-	}
+	data, err := readInput(cfg.inventoryPath, c.App.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("read inventory: %w", err)
 	}
-	inv := &discovery.Inventory{}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(inv); err != nil {
-		return nil, fmt.Errorf("decode inventory %s: %w", cfg.inventoryPath, err)
+	inv, err := discovery.UnmarshalInventory(data)
+	if err != nil {
+		return nil, cliflags.Usagef("%s: %v", cfg.inventoryPath, err)
 	}
 	return inv, nil
 }

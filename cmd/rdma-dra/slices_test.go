@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -50,7 +49,7 @@ func decodeSlices(t *testing.T, out string) []resourceapi.ResourceSlice {
 
 func writeInventory(t *testing.T, inv *discovery.Inventory) string {
 	t.Helper()
-	data, err := json.Marshal(inv)
+	data, err := discovery.MarshalInventory(inv)
 	if err != nil {
 		t.Fatal(err)
 	}

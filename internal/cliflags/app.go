@@ -3,6 +3,7 @@ package cliflags
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -18,6 +19,8 @@ import (
 func NewApp(name, usage string, flags []cli.Flag) *cli.App {
 	// -v is klog's verbosity, as in every Kubernetes component; --version stays.
 	cli.VersionFlag = &cli.BoolFlag{Name: "version", Usage: "print the version"}
+	// --version and a version command print the same line.
+	cli.VersionPrinter = PrintVersion
 	logging := &Logging{}
 	return &cli.App{
 		Name:    name,
@@ -35,14 +38,26 @@ func NewApp(name, usage string, flags []cli.Flag) *cli.App {
 	}
 }
 
-// Main runs app with a context that SIGINT and SIGTERM cancel, and exits non-zero with
-// the error, prefixed by the app's name, when it fails.
+// PrintVersion prints "<name> <version>", the one form of --version and version.
+func PrintVersion(c *cli.Context) {
+	fmt.Fprintf(c.App.Writer, "%s %s\n", c.App.Name, c.App.Version)
+}
+
+// Main runs app with a context that SIGINT and SIGTERM cancel, and exits with
+// ExitCode of the error, printed with the app's name as one line.
 func Main(app *cli.App) {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := app.RunContext(ctx, os.Args)
+	code := Run(ctx, app, os.Args, os.Stderr)
 	cancel()
+	os.Exit(code)
+}
+
+// Run runs app with args and returns the exit status, writing a failure to stderr as
+// "<name>: <error>".
+func Run(ctx context.Context, app *cli.App, args []string, stderr io.Writer) int {
+	err := app.RunContext(ctx, args)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "%s: %v\n", app.Name, err)
-		os.Exit(1)
+		fmt.Fprintf(stderr, "%s: %v\n", app.Name, err)
 	}
+	return ExitCode(err)
 }

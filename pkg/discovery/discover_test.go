@@ -22,28 +22,28 @@ func wantMixed() []Port {
 	return []Port{
 		{
 			IBDev: "mlx4_0", Port: 1, LinkLayer: LinkLayerInfiniBand, State: "ACTIVE", PhysState: "LinkUp",
-			SpeedGbps: ptr(56), Rate: "56 Gb/sec (4X FDR)", Netdev: "ibs17b", MTU: ptr(65520),
+			SpeedGbps: ptr(56), Rate: "56 Gb/sec (4X FDR)", Netdev: "ibs17b", MTU: ptr(65520), NetdevOperState: "up", LID: ptr(18), SMLID: ptr(1),
 			NodeGUID: "0002:c903:00a1:b2c0", FWVer: "2.42.5000", BoardID: "MT_1090120019", HCAType: "MT4103", Model: "ConnectX-3 Pro",
 			VendorID: "15b3", DeviceID: "1007", Driver: "mlx4_core", PCIBusID: "0000:17:00.0", PCIeRoot: "pci0000:16", NUMANode: ptr(1),
 			Verbs: c["uverbs3"], UMAD: c["umad3"], ISSM: c["issm3"],
 		},
 		{
 			IBDev: "mlx4_0", Port: 2, LinkLayer: LinkLayerInfiniBand, State: "DOWN", PhysState: "Disabled",
-			SpeedGbps: ptr(10), Rate: "10 Gb/sec (4X SDR)", Netdev: "ibs17a", MTU: ptr(2044),
+			SpeedGbps: ptr(10), Rate: "10 Gb/sec (4X SDR)", Netdev: "ibs17a", MTU: ptr(2044), NetdevOperState: "down", LID: ptr(0), SMLID: ptr(0),
 			NodeGUID: "0002:c903:00a1:b2c0", FWVer: "2.42.5000", BoardID: "MT_1090120019", HCAType: "MT4103", Model: "ConnectX-3 Pro",
 			VendorID: "15b3", DeviceID: "1007", Driver: "mlx4_core", PCIBusID: "0000:17:00.0", PCIeRoot: "pci0000:16", NUMANode: ptr(1),
 			Verbs: c["uverbs3"], UMAD: c["umad4"], ISSM: c["issm4"],
 		},
 		{
 			IBDev: "mlx5_0", Port: 1, LinkLayer: LinkLayerInfiniBand, State: "ACTIVE", PhysState: "LinkUp",
-			SpeedGbps: ptr(400), Rate: "400 Gb/sec (4X NDR)", Netdev: "ibp3s0", MTU: ptr(4092),
+			SpeedGbps: ptr(400), Rate: "400 Gb/sec (4X NDR)", Netdev: "ibp3s0", MTU: ptr(4092), NetdevOperState: "up", LID: ptr(1336), SMLID: ptr(1), PortGUID: "7c8c:0903:00c3:cfee",
 			NodeGUID: "7c8c:0903:00c3:cfee", FWVer: "28.44.2524", BoardID: "MT_0000000838", HCAType: "MT4129", Model: "ConnectX-7",
 			VendorID: "15b3", DeviceID: "1021", Driver: "mlx5_core", PCIBusID: "0000:03:00.0", PCIeRoot: "pci0000:00", NUMANode: ptr(0),
 			Verbs: c["uverbs0"], UMAD: c["umad0"], ISSM: c["issm0"],
 		},
 		{
 			IBDev: "mlx5_2", Port: 1, LinkLayer: LinkLayerEthernet, State: "ACTIVE", PhysState: "LinkUp",
-			SpeedGbps: ptr(100), Rate: "100 Gb/sec (2X HDR)", Netdev: "ens4f0v0", MTU: ptr(1500), GIDIndex: ptr(3),
+			SpeedGbps: ptr(100), Rate: "100 Gb/sec (2X HDR)", Netdev: "ens4f0v0", MTU: ptr(1500), GIDIndex: ptr(3), NetdevOperState: "up", PortGUID: "00aa:bbff:fecc:0001",
 			NodeGUID: mocknode.GUID(mocknode.MACToGUID(macVF)), FWVer: "22.39.1002", HCAType: "MT4125", Model: "ConnectX-6 Dx VF",
 			VendorID: "15b3", DeviceID: "101e", Driver: "mlx5_core", PCIBusID: "0000:04:00.2", PCIeRoot: "pci0000:00",
 			SRIOVVF: true, PhysFn: "0000:04:00.0",
@@ -51,7 +51,7 @@ func wantMixed() []Port {
 		},
 		{
 			IBDev: "mlx5_bond_0", Port: 1, LinkLayer: LinkLayerEthernet, State: "ACTIVE", PhysState: "LinkUp",
-			SpeedGbps: ptr(200), Rate: "200 Gb/sec (4X HDR)", Netdev: "bond0", MTU: ptr(9000), GIDIndex: ptr(3),
+			SpeedGbps: ptr(200), Rate: "200 Gb/sec (4X HDR)", Netdev: "bond0", MTU: ptr(9000), GIDIndex: ptr(3), NetdevOperState: "up", PortGUID: "ba3f:d2ff:fe00:0010",
 			NodeGUID: mocknode.GUID(mocknode.MACToGUID(macPF0)), FWVer: "22.39.1002", HCAType: "MT4125", Model: "ConnectX-6 Dx",
 			VendorID: "15b3", DeviceID: "101d", Driver: "mlx5_core", PCIBusID: "0000:04:00.0", PCIeRoot: "pci0000:00",
 			LAG:   true,
@@ -59,7 +59,7 @@ func wantMixed() []Port {
 		},
 		{
 			IBDev: "rxe0", Port: 1, LinkLayer: LinkLayerEthernet, State: "ACTIVE", PhysState: "LinkUp",
-			SpeedGbps: ptr(2), Rate: "2.5 Gb/sec (1X SDR)", Netdev: "eth0", MTU: ptr(1500), GIDIndex: ptr(3),
+			SpeedGbps: ptr(2), Rate: "2.5 Gb/sec (1X SDR)", Netdev: "eth0", MTU: ptr(1500), GIDIndex: ptr(3), NetdevOperState: "up", PortGUID: "5054:00ff:fe00:0001",
 			NodeGUID: mocknode.GUID(mocknode.MACToGUID(macEth0)), FWVer: "0.0.0", Model: ModelSoftRoCE,
 			Virtual: true, Verbs: c["uverbs4"],
 		},

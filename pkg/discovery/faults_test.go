@@ -71,7 +71,7 @@ func TestOneFactUnknown(t *testing.T) {
 			mutate: func(t *testing.T, root string) { writeFile(t, root, mlx50+"/ports/1/link_layer", garble) },
 			want: func(t *testing.T, ps []Port) []Port {
 				p := portOf(t, ps, "mlx5_0", 1)
-				p.LinkLayer, p.Netdev, p.MTU = LinkLayerUnknown, "", nil
+				p.LinkLayer, p.Netdev, p.MTU, p.NetdevOperState, p.LID, p.SMLID = LinkLayerUnknown, "", nil, "", nil, nil
 				return ps
 			},
 		},
@@ -131,7 +131,7 @@ func TestOneFactUnknown(t *testing.T) {
 			mutate: func(t *testing.T, root string) { remove(t, root, "class/net/ibs17a/dev_port") },
 			want: func(t *testing.T, ps []Port) []Port {
 				p := portOf(t, ps, "mlx4_0", 2)
-				p.Netdev, p.MTU = "", nil
+				p.Netdev, p.MTU, p.NetdevOperState = "", nil, ""
 				return ps
 			},
 		},
@@ -193,7 +193,7 @@ func TestOneFactUnknown(t *testing.T) {
 			},
 			want: func(t *testing.T, ps []Port) []Port {
 				p := portOf(t, ps, "rxe0", 1)
-				p.Netdev, p.MTU = "", nil
+				p.Netdev, p.MTU, p.NetdevOperState = "", nil, ""
 				return ps
 			},
 		},

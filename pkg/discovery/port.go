@@ -49,12 +49,30 @@ func (s *scan) port(p *Port, dir, parent string) {
 		}
 	case ll == LinkLayerInfiniBand:
 		p.Netdev = s.functionNetdev(dir, p.Port)
+		if lid, ok := readOptional(s, pdir+"/lid", sysfs.ParseLID); ok {
+			v := int(lid)
+			p.LID = &v
+		}
+		if lid, ok := readOptional(s, pdir+"/sm_lid", sysfs.ParseLID); ok {
+			v := int(lid)
+			p.SMLID = &v
+		}
+	}
+	if gid, ok := readOptional(s, pdir+"/gids/0", sysfs.ParseGID); ok && !gid.IsZero() {
+		p.PortGUID = interfaceID(gid)
 	}
 	if p.Netdev != "" {
 		if mtu, ok := read(s, "class/net/"+p.Netdev+"/mtu", sysfs.ParseDecimal); ok {
 			p.MTU = &mtu
 		}
+		p.NetdevOperState, _ = readOptional(s, "class/net/"+p.Netdev+"/operstate", sysfs.ParseIfName)
 	}
+}
+
+// interfaceID is the lower 64 bits of a GID in the node_guid notation: the port GUID
+// of an InfiniBand port's GID 0.
+func interfaceID(g sysfs.GID) string {
+	return fmt.Sprintf("%02x%02x:%02x%02x:%02x%02x:%02x%02x", g[8], g[9], g[10], g[11], g[12], g[13], g[14], g[15])
 }
 
 // gidEntry is one valid entry of a GID table. gid is read for RoCE v2 entries only, the

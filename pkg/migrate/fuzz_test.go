@@ -30,8 +30,8 @@ func FuzzMigrate(f *testing.F) {
 	f.Add([]byte(`{"resourceList":[{"resourceName":"b","isRdma":true,"selectors":[{"vendors":["15b3"]}]}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for name, convert := range map[string]func([]byte) (*Result, error){
-			"shared-dev-plugin": FromSharedDevicePlugin,
-			"sriov":             func(d []byte) (*Result, error) { return FromSRIOVDevicePlugin(d, "") },
+			"shared-dev-plugin": func(d []byte) (*Result, error) { return FromSharedDevicePlugin(d, Options{}) },
+			"sriov":             func(d []byte) (*Result, error) { return FromSRIOVDevicePlugin(d, Options{}) },
 		} {
 			res, err := convert(data)
 			if err != nil {
@@ -49,27 +49,24 @@ func FuzzMigrate(f *testing.F) {
 	})
 }
 
-func TestInvalidPoolsAreLeftOut(t *testing.T) {
+func TestInvalidPoolsAreProblems(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		convert func([]byte) (*Result, error)
+		convert func([]byte, Options) (*Result, error)
 		input   string
 	}{
 		{"shared-dev-plugin", FromSharedDevicePlugin,
 			`{"configList":[{"resourceName":" ","selectors":{"vendors":["15b3"]}},{"resourceName":"good","selectors":{"vendors":["15b3"]}}]}`},
-		{"sriov", func(d []byte) (*Result, error) { return FromSRIOVDevicePlugin(d, "") },
+		{"sriov", FromSRIOVDevicePlugin,
 			`{"resourceList":[{"resourceName":"bad name","isRdma":true,"selectors":{"vendors":["15b3"]}},{"resourceName":"good","isRdma":true,"selectors":{"vendors":["15b3"]}}]}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res, err := tc.convert([]byte(tc.input))
+			res, err := tc.convert([]byte(tc.input), Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(res.Pools) != 1 || res.Pools[0].Spec.ExtendedResourceName == nil || !strings.HasSuffix(*res.Pools[0].Spec.ExtendedResourceName, "/good") {
-				t.Fatalf("pools %+v, want only the one for resource good", res.Pools)
-			}
-			if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "left out of the output") }) {
-				t.Errorf("no note says a pool was left out: %q", res.Notes)
+			if !slices.ContainsFunc(res.Problems, func(p Problem) bool { return strings.Contains(p.String(), "the API would refuse it") }) {
+				t.Errorf("no problem says a pool is invalid: %v", res.Problems)
 			}
 		})
 	}

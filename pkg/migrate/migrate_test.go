@@ -4,6 +4,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -22,7 +23,11 @@ func render(t *testing.T, res *Result) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return string(out) + "# notes (stderr)\n" + strings.Join(res.Notes, "\n") + "\n"
+	var problems []string
+	for _, p := range res.Problems {
+		problems = append(problems, p.String())
+	}
+	return string(out) + "# notes (stderr)\n" + strings.Join(res.Notes, "\n") + "\n# problems (stderr, exit 2)\n" + strings.Join(problems, "\n") + "\n"
 }
 
 func TestGolden(t *testing.T) {
@@ -38,9 +43,9 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			convert := func(data []byte) (*Result, error) { return FromSharedDevicePlugin(data) }
+			convert := func(data []byte) (*Result, error) { return FromSharedDevicePlugin(data, Options{}) }
 			if strings.HasPrefix(filepath.Base(file), "sriov-") {
-				convert = func(data []byte) (*Result, error) { return FromSRIOVDevicePlugin(data, "") }
+				convert = func(data []byte) (*Result, error) { return FromSRIOVDevicePlugin(data, Options{}) }
 			}
 			res, err := convert(data)
 			if err != nil {
@@ -98,11 +103,11 @@ func TestKeyNotes(t *testing.T) {
 		}
 		return data
 	}
-	shared, err := FromSharedDevicePlugin(read("shared-readme.json"))
+	shared, err := FromSharedDevicePlugin(read("shared-readme.json"), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sriov, err := FromSRIOVDevicePlugin(read("sriov-selectors-list.json"), "")
+	sriov, err := FromSRIOVDevicePlugin(read("sriov-selectors-list.json"), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,14 +118,17 @@ func TestKeyNotes(t *testing.T) {
 	}{
 		{"a unit was every HCA", shared, []string{"gave a pod every HCA", "allocationMode: All"}},
 		{"rdmaHcaMax", shared, []string{"rdmaHcaMax 1000", "nodeConfig.shares"}},
-		{"VF ranges", sriov, []string{"enp59s0f0np0#0-3", "no equivalent"}},
-		{"rootDevices", sriov, []string{"rootDevices [0000:3b:00.0] dropped"}},
+		{"VF ranges", sriov, []string{"enp59s0f0np0#0-3", "no equivalent", "--allow-widening roce_vfs:selectors[0].pfNames"}},
+		{"rootDevices", sriov, []string{"rootDevices [0000:3b:00.0] has no equivalent", "--allow-widening ib_vfs_by_root:rootDevices"}},
 		{"second selector set", sriov, []string{"2 selector sets"}},
 		{"non-RDMA skipped", sriov, []string{"(dpdk_vfs): not an RDMA resource"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			all := strings.Join(tt.res.Notes, "\n")
+			for _, p := range tt.res.Problems {
+				all += "\n" + p.String()
+			}
 			for _, w := range tt.wants {
 				if !strings.Contains(all, w) {
 					t.Errorf("no note says %q:\n%s", w, all)
@@ -137,17 +145,20 @@ func TestUnreadableInput(t *testing.T) {
 		{"ConfigMap without config.json", "kind: ConfigMap\ndata: {other: x}\n", `no data."config.json"`},
 		{"NicClusterPolicy without the section", "kind: NicClusterPolicy\nspec: {}\n", "no spec.rdmaSharedDevicePlugin.config"},
 		{"empty configList", `{"configList": []}`, "no configList entries"},
-		{"wrong type", `{"configList": [{"resourceName": 7}]}`, "decode config file"},
+		{"wrong type", `{"configList": [{"resourceName": 7}]}`, "decode config file configList[0]: resourceName is number, which is the wrong type"},
+		{"a list", `[1, 2]`, "parse input: want a JSON or YAML object (the plugin's config.json, a ConfigMap or a NicClusterPolicy), got a list"},
+		{"an SR-IOV config", `{"resourceList": [{"resourceName": "x"}]}`, "config file has resourceList, not configList: this looks like an sriov-network-device-plugin config; use --from-sriov-device-plugin"},
+		{"an SR-IOV NicClusterPolicy", "kind: NicClusterPolicy\nspec: {sriovDevicePlugin: {config: '{}'}}\n", "NicClusterPolicy has no spec.rdmaSharedDevicePlugin.config but has spec.sriovDevicePlugin.config: use --from-sriov-device-plugin"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := FromSharedDevicePlugin([]byte(tt.data))
+			_, err := FromSharedDevicePlugin([]byte(tt.data), Options{})
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("got %v, want an error containing %q", err, tt.want)
 			}
 		})
 	}
-	if _, err := FromSRIOVDevicePlugin([]byte(`{"resourceList":[{"resourceName":"x","selectors":7}]}`), ""); err == nil ||
+	if _, err := FromSRIOVDevicePlugin([]byte(`{"resourceList":[{"resourceName":"x","selectors":7}]}`), Options{}); err == nil ||
 		!strings.Contains(err.Error(), "decode selectors") {
 		t.Errorf("sriov with bad selectors: %v", err)
 	}
@@ -164,6 +175,109 @@ func TestPoolName(t *testing.T) {
 	} {
 		if got := poolName(tt.in, taken); got != tt.want {
 			t.Errorf("poolName(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+// TestWidening: every value or field that would make a pool select more than the entry
+// did is a problem naming the entry, the field and the flag that accepts it; with the
+// flag it is a note that says what widened.
+func TestWidening(t *testing.T) {
+	shared := func(sel string) string {
+		return `{"configList":[{"resourceName":"hca","selectors":` + sel + `}]}`
+	}
+	sriov := func(sel string) string {
+		return `{"resourceList":[{"resourceName":"vfs","selectors":` + sel + `}]}`
+	}
+	tests := []struct {
+		name, input string
+		sriov       bool
+		allow       []string
+		problems    []string
+		note        string
+	}{
+		{name: "invalid vendor alone", input: shared(`{"vendors":["zz"]}`),
+			problems: []string{`configList[0] (hca): selectors.vendors: "zz" is not a PCI vendor ID of four hex digits; the plugin matched no device by it, so this entry selected nothing, while a pool without this selector selects every port (to accept, pass --allow-widening hca:vendors)`}},
+		{name: "invalid vendor accepted", input: shared(`{"vendors":["zz"]}`), allow: []string{"hca:vendors"},
+			note: `WIDENED configList[0] (hca): selectors.vendors: "zz" is not a PCI vendor ID of four hex digits; the plugin matched no device by it, so this entry selected nothing, while a pool without this selector selects every port; accepted by --allow-widening hca:vendors: the pool has no selectors.vendors selector and selects ports of any vendors`},
+		{name: "invalid value among valid ones", input: shared(`{"deviceIDs":["1021","10xx"]}`),
+			problems: []string{`configList[0] (hca): selectors.deviceIDs: "10xx" is not a PCI device ID of four hex digits; the plugin matched no device by it (to accept, pass --allow-widening hca:deviceIDs)`}},
+		{name: "bad link type", input: shared(`{"linkTypes":["roce"]}`),
+			problems: []string{`configList[0] (hca): selectors.linkTypes: "roce" is not a link type (infiniband, ether, IB, ETH); the plugin matched no device by it, so this entry selected nothing, while a pool without this selector selects every port (to accept, pass --allow-widening hca:linkTypes)`}},
+		{name: "pattern in ifNames", input: shared(`{"ifNames":["ib*"]}`),
+			problems: []string{`configList[0] (hca): selectors.ifNames: "ib*" is not a literal name (the plugin compares names exactly; a pool reads *, ? and [ as a pattern); the plugin matched no device by it, so this entry selected nothing, while a pool without this selector selects every port (to accept, pass --allow-widening hca:ifNames)`}},
+		{name: "two unknown selector fields", input: shared(`{"vendor":["15b3"],"ifName":["ib0"]}`),
+			problems: []string{
+				`configList[0] (hca): selectors.ifName: unknown selector field "ifName": if a plugin version knows it, it narrowed the selection (to accept, pass --allow-widening hca:ifName)`,
+				`configList[0] (hca): selectors.vendor: unknown selector field "vendor": if a plugin version knows it, it narrowed the selection (to accept, pass --allow-widening hca:vendor)`}},
+		{name: "rootDevices", sriov: true, input: sriov(`{"isRdma":true,"vendors":["15b3"],"rootDevices":["0000:3b:00.0"]}`),
+			problems: []string{`resourceList[0] (vfs): selectors.rootDevices: rootDevices [0000:3b:00.0] has no equivalent: they are PF addresses and the VFs have others; without it the pool selects the PFs and the VFs of every PF; list the VFs' addresses in pciAddresses instead (rdma-dra discover shows them) (to accept, pass --allow-widening vfs:rootDevices)`}},
+		{name: "rootDevices accepted", sriov: true, input: sriov(`{"isRdma":true,"vendors":["15b3"],"rootDevices":["0000:3b:00.0"]}`), allow: []string{"vfs:rootDevices"},
+			note: `WIDENED resourceList[0] (vfs): selectors.rootDevices: rootDevices [0000:3b:00.0] has no equivalent`},
+		{name: "pKeys", sriov: true, input: sriov(`{"isRdma":true,"pKeys":["0x7fff"]}`),
+			problems: []string{`resourceList[0] (vfs): selectors.pKeys: selector pKeys has no equivalent; refine with spec.cel if an attribute tells the devices apart (to accept, pass --allow-widening vfs:pKeys)`}},
+		{name: "the wrong flag accepts nothing", input: shared(`{"vendors":["zz"]}`), allow: []string{"hca:deviceIDs"},
+			problems: []string{`configList[0] (hca): selectors.vendors: "zz" is not a PCI vendor ID of four hex digits; the plugin matched no device by it, so this entry selected nothing, while a pool without this selector selects every port (to accept, pass --allow-widening hca:vendors)`}},
+		{name: "exact conversion", input: shared(`{"vendors":["15b3"],"linkTypes":["infiniband"]}`)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			convert := FromSharedDevicePlugin
+			if tt.sriov {
+				convert = FromSRIOVDevicePlugin
+			}
+			res, err := convert([]byte(tt.input), Options{AllowWidening: tt.allow})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, p := range res.Problems {
+				got = append(got, p.String())
+			}
+			if strings.Join(got, "\n") != strings.Join(tt.problems, "\n") {
+				t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.problems, "\n"))
+			}
+			if tt.note != "" && !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.HasPrefix(n, tt.note) }) {
+				t.Errorf("no note starts %q:\n%s", tt.note, strings.Join(res.Notes, "\n"))
+			}
+		})
+	}
+}
+
+func TestResourcePrefix(t *testing.T) {
+	for _, tt := range []struct {
+		name, prefix, want string
+		sriov              bool
+	}{
+		{"shared default", "", "rdma/a", false},
+		{"shared flag", "example.com", "example.com/a", false},
+		{"sriov default", "", "intel.com/a", true},
+		{"sriov flag", "nvidia.com", "nvidia.com/a", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := FromSharedDevicePlugin([]byte(`{"configList":[{"resourceName":"a","selectors":{"vendors":["15b3"]}}]}`), Options{ResourcePrefix: tt.prefix})
+			if tt.sriov {
+				res, err = FromSRIOVDevicePlugin([]byte(`{"resourceList":[{"resourceName":"a","isRdma":true,"selectors":{"vendors":["15b3"]}}]}`), Options{ResourcePrefix: tt.prefix})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := *res.Pools[0].Spec.ExtendedResourceName; got != tt.want {
+				t.Errorf("extendedResourceName %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestUnknownFieldsAllReported(t *testing.T) {
+	res, err := FromSharedDevicePlugin([]byte(`{"periodicUpdate":5,"configList":[{"resourceName":"a","rdmaHcaMx":3,"resourcePrefx":"x","selectors":{"vendors":["15b3"]}}]}`), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Join(res.Notes, "\n")
+	for _, f := range []string{`"periodicUpdate"`, `"rdmaHcaMx"`, `"resourcePrefx"`} {
+		if !strings.Contains(all, "unknown field "+f) {
+			t.Errorf("unknown field %s not reported:\n%s", f, all)
 		}
 	}
 }

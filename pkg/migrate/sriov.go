@@ -13,9 +13,18 @@ import (
 // neither the entry nor its -resource-prefix flag says otherwise.
 const SRIOVDevicePluginPrefix = "intel.com"
 
+// The fields of sriov-network-device-plugin's config.json, per level.
+var (
+	sriovTopFields   = []string{"resourceList"}
+	sriovEntryFields = []string{"resourceName", "resourcePrefix", "deviceType", "isRdma", "excludeTopology", "selectors", "additionalInfo"}
+	// sriovSelectorFields are the selectors of the netDevice type and the generic ones.
+	sriovSelectorFields = []string{"vendors", "devices", "drivers", "pciAddresses", "pfNames", "rootDevices", "linkTypes", "isRdma",
+		"acpiIndexes", "ddpProfiles", "needVhostNet", "vdpaType", "pKeys", "auxTypes"}
+)
+
 // sriovConfig is the sriov-network-device-plugin's config.json.
 type sriovConfig struct {
-	ResourceList []sriovEntry `json:"resourceList"`
+	ResourceList []json.RawMessage `json:"resourceList"`
 }
 
 type sriovEntry struct {
@@ -45,31 +54,48 @@ type sriovSelectors struct {
 	VdpaType     string   `json:"vdpaType"`
 	PKeys        []string `json:"pKeys"`
 	AuxTypes     []string `json:"auxTypes"`
+
+	raw json.RawMessage
 }
 
 // FromSRIOVDevicePlugin converts the RDMA resources (isRdma) of a
 // sriov-network-device-plugin configuration (config.json, a ConfigMap or a
 // NicClusterPolicy) into exclusive pools: a unit of such a resource was one whole
-// device, a VF or a PF, as is one allocation from an exclusive pool. defaultPrefix is the
-// plugin's -resource-prefix; empty means SRIOVDevicePluginPrefix.
-func FromSRIOVDevicePlugin(data []byte, defaultPrefix string) (*Result, error) {
-	raw, where, err := configJSON(data, "sriovDevicePlugin")
+// device, a VF or a PF, as is one allocation from an exclusive pool.
+// opts.ResourcePrefix is the plugin's -resource-prefix.
+func FromSRIOVDevicePlugin(data []byte, opts Options) (*Result, error) {
+	raw, where, err := configJSON(data, "sriovDevicePlugin", "rdmaSharedDevicePlugin", FlagShared)
 	if err != nil {
 		return nil, err
 	}
+	keys, ok := objectKeys(raw)
+	if !ok {
+		return nil, fmt.Errorf("decode %s: want an object with resourceList, got %s", where, jsonKind(raw))
+	}
+	if slices.Contains(keys, "configList") && !slices.Contains(keys, "resourceList") {
+		return nil, fmt.Errorf("%s has configList, not resourceList: this looks like a k8s-rdma-shared-dev-plugin config; use %s", where, FlagShared)
+	}
+	defaultPrefix := opts.ResourcePrefix
 	if defaultPrefix == "" {
 		defaultPrefix = SRIOVDevicePluginPrefix
 	}
 	res := &Result{}
 	var cfg sriovConfig
-	if err := decodeStrict(raw, &cfg, res, where); err != nil {
+	if err := decode(raw, &cfg, where); err != nil {
 		return nil, err
+	}
+	for _, k := range unknownKeys(raw, sriovTopFields...) {
+		res.note("%s: unknown field %q; the plugin ignores it, nothing carried over", where, k)
 	}
 	if len(cfg.ResourceList) == 0 {
 		return nil, fmt.Errorf("%s has no resourceList entries", where)
 	}
 	taken := map[string]bool{}
-	for i, e := range cfg.ResourceList {
+	for i, rawEntry := range cfg.ResourceList {
+		var e sriovEntry
+		if err := decode(rawEntry, &e, fmt.Sprintf("%s resourceList[%d]", where, i)); err != nil {
+			return nil, err
+		}
 		where := fmt.Sprintf("resourceList[%d] (%s)", i, e.ResourceName)
 		sets, err := selectorSets(e.Selectors)
 		if err != nil {
@@ -83,6 +109,13 @@ func FromSRIOVDevicePlugin(data []byte, defaultPrefix string) (*Result, error) {
 			res.note("%s: not an RDMA resource (no isRdma); skipped, it stays with the SR-IOV device plugin", where)
 			continue
 		}
+		for _, k := range unknownKeys(rawEntry, sriovEntryFields...) {
+			res.note("%s: unknown field %q; the plugin ignores it, nothing carried over", where, k)
+		}
+		if e.ResourceName == "" {
+			res.problem(where, "resourceName", "", "missing; the plugin refuses such an entry: give it a resourceName or remove it")
+			continue
+		}
 		if e.DeviceType != "" && e.DeviceType != "netDevice" {
 			res.note("%s: deviceType %s; the driver publishes every RDMA device with its ports, whatever its PCI function type, so the pool selects by the selectors below", where, e.DeviceType)
 		}
@@ -91,20 +124,32 @@ func FromSRIOVDevicePlugin(data []byte, defaultPrefix string) (*Result, error) {
 			prefix = defaultPrefix
 		}
 		p := newPool(poolName(e.ResourceName, taken), v1alpha1.PoolModeExclusive, prefix+"/"+e.ResourceName)
+		c := &entryConverter{res: res, opts: opts, entry: where, resourceName: e.ResourceName}
 		if len(sets) > 1 {
-			res.note("pool %s: %d selector sets; an RdmaPool has one, so only the first is converted. Write a pool per further set "+
+			// The sets are alternatives (OR): converting the first only narrows.
+			res.note("pool %s: %d selector sets; an RdmaPool has one, so only the first is converted and the pool selects fewer devices. Write a pool per further set "+
 				"(only one of them may carry the extended resource name) or express them in spec.cel", p.Name, len(sets))
 		}
-		if len(sets) > 0 {
-			convertSRIOVSelectors(&p, sets[0], res, where)
-		} else {
-			res.note("pool %s: no selectors, so it selects every RDMA port of every node", p.Name)
+		entry := Entry{Plugin: PluginSRIOV, Resource: prefix + "/" + e.ResourceName, Pool: p.Name}
+		for j, s := range sets {
+			field := "selectors"
+			if len(sets) > 1 || strings.HasPrefix(strings.TrimSpace(string(e.Selectors)), "[") {
+				field = fmt.Sprintf("selectors[%d]", j)
+			}
+			if j == 0 {
+				convertSRIOVSelectors(&p, s, c, field)
+			}
+			entry.Sets = append(entry.Sets, s.pluginSelector())
+		}
+		if len(sets) == 0 {
+			res.note("pool %s: no selectors, as in the entry: it selects every RDMA port of every node", p.Name)
 		}
 		if e.ExcludeTopology || len(e.AdditionalInfo) > 0 {
 			res.note("%s: excludeTopology and additionalInfo have no equivalent: the DeviceClass has no topology hints or extra environment; "+
 				"align with GPUs through matchAttribute resource.kubernetes.io/pcieRoot in the claim", where)
 		}
 		res.Pools = append(res.Pools, p)
+		res.Entries = append(res.Entries, entry)
 	}
 	if len(res.Pools) > 0 {
 		res.note("unit semantics: a unit of an SR-IOV RDMA resource was one whole device (a VF or a PF); a unit served by an exclusive " +
@@ -119,48 +164,45 @@ func FromSRIOVDevicePlugin(data []byte, defaultPrefix string) (*Result, error) {
 // of which a device must match one.
 func selectorSets(raw json.RawMessage) ([]sriovSelectors, error) {
 	trimmed := strings.TrimSpace(string(raw))
+	var items []json.RawMessage
 	switch {
 	case trimmed == "" || trimmed == "null":
 		return nil, nil
 	case strings.HasPrefix(trimmed, "["):
-		var sets []sriovSelectors
-		if err := json.Unmarshal(raw, &sets); err != nil {
+		if err := json.Unmarshal(raw, &items); err != nil {
+			return nil, fmt.Errorf("decode selectors: want a list of objects")
+		}
+	default:
+		items = []json.RawMessage{raw}
+	}
+	var sets []sriovSelectors
+	for i, it := range items {
+		var s sriovSelectors
+		if err := decode(it, &s, fmt.Sprintf("selectors (set %d)", i)); err != nil {
 			return nil, fmt.Errorf("decode selectors: %w", err)
 		}
-		return sets, nil
+		if _, ok := objectKeys(it); !ok {
+			return nil, fmt.Errorf("decode selectors: want an object, got %s", jsonKind(it))
+		}
+		s.raw = it
+		sets = append(sets, s)
 	}
-	var s sriovSelectors
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return nil, fmt.Errorf("decode selectors: %w", err)
-	}
-	return []sriovSelectors{s}, nil
+	return sets, nil
 }
 
-func convertSRIOVSelectors(p *v1alpha1.RdmaPool, in sriovSelectors, res *Result, where string) {
-	s := &p.Spec.Selectors
-	s.Vendors = hexIDs(in.Vendors, res, where, "vendors")
-	s.DeviceIDs = hexIDs(in.Devices, res, where, "devices")
-	s.Drivers = slices.Clone(in.Drivers)
-	s.PCIAddresses = slices.Clone(in.PCIAddresses)
-	s.LinkTypes = linkTypes(in.LinkTypes, res, where)
-	if len(in.PFNames) > 0 {
-		var ranges []string
-		for _, n := range in.PFNames {
-			if strings.Contains(n, "#") {
-				ranges = append(ranges, n)
-			}
-		}
-		msg := fmt.Sprintf("pool %s: pfNames %v dropped: the driver publishes each RDMA device with its own netdev and PCI address, not its PF's name; "+
-			"select the VFs by spec.selectors.pciAddresses (a pattern such as 0000:3b:0*) or ifNames of the VFs' netdevs", p.Name, in.PFNames)
-		if len(ranges) > 0 {
-			msg += fmt.Sprintf("; the VF ranges %v have no equivalent, list those VFs' PCI addresses instead", ranges)
-		}
-		res.note("%s", msg)
+// pluginSelector is the set as Preview evaluates the plugin's selection.
+func (in sriovSelectors) pluginSelector() PluginSelector {
+	ps := PluginSelector{Vendors: in.Vendors, DeviceIDs: in.Devices, Drivers: in.Drivers, PCIAddresses: in.PCIAddresses,
+		PFNames: in.PFNames, RootDevices: in.RootDevices, LinkTypes: in.LinkTypes}
+	for _, u := range in.unsupported() {
+		ps.Unsupported = append(ps.Unsupported, u)
 	}
-	if len(in.RootDevices) > 0 {
-		res.note("pool %s: rootDevices %v dropped: they are the PFs' PCI addresses and VFs have others; list the VFs' addresses "+
-			"in spec.selectors.pciAddresses, or the PFs' own addresses if the pool is for PFs", p.Name, in.RootDevices)
-	}
+	return ps
+}
+
+// unsupported names the set fields without equivalent in the driver's attributes.
+func (in sriovSelectors) unsupported() []string {
+	var out []string
 	for _, u := range []struct {
 		name string
 		set  bool
@@ -169,10 +211,34 @@ func convertSRIOVSelectors(p *v1alpha1.RdmaPool, in sriovSelectors, res *Result,
 		{"vdpaType", in.VdpaType != ""}, {"pKeys", len(in.PKeys) > 0}, {"auxTypes", len(in.AuxTypes) > 0},
 	} {
 		if u.set {
-			res.note("pool %s: selector %s has no equivalent and was dropped; refine with spec.cel if an attribute tells the devices apart", p.Name, u.name)
+			out = append(out, u.name)
 		}
 	}
+	return out
+}
+
+func convertSRIOVSelectors(p *v1alpha1.RdmaPool, in sriovSelectors, c *entryConverter, field string) {
+	s := &p.Spec.Selectors
+	for _, k := range unknownKeys(in.raw, sriovSelectorFields...) {
+		c.dropped(field+"."+k, fmt.Sprintf("unknown selector field %q: if a plugin version knows it, it narrowed the selection", k))
+	}
+	s.Vendors = c.values(in.Vendors, field+".vendors", "a PCI vendor ID of four hex digits", validHexID)
+	s.DeviceIDs = c.values(in.Devices, field+".devices", "a PCI device ID of four hex digits", validHexID)
+	s.Drivers = c.values(in.Drivers, field+".drivers", "a driver name", nonEmpty)
+	s.PCIAddresses = c.values(in.PCIAddresses, field+".pciAddresses", literalWant, literal)
+	s.LinkTypes = toLinkTypes(c.values(in.LinkTypes, field+".linkTypes", "a link type (infiniband, ether, IB, ETH)", validLinkType))
+	if len(in.PFNames) > 0 {
+		c.dropped(field+".pfNames", fmt.Sprintf("pfNames %v has no equivalent: the driver publishes each RDMA device with its own netdev and PCI address, not its PF's name; "+
+			"select the VFs by pciAddresses (a pattern such as 0000:3b:0*) instead", in.PFNames))
+	}
+	if len(in.RootDevices) > 0 {
+		c.dropped(field+".rootDevices", fmt.Sprintf("rootDevices %v has no equivalent: they are PF addresses and the VFs have others; without it the pool selects the PFs and the VFs of every PF; "+
+			"list the VFs' addresses in pciAddresses instead (rdma-dra discover shows them)", in.RootDevices))
+	}
+	for _, u := range in.unsupported() {
+		c.dropped(field+"."+u, fmt.Sprintf("selector %s has no equivalent; refine with spec.cel if an attribute tells the devices apart", u))
+	}
 	if len(s.Vendors)+len(s.DeviceIDs)+len(s.Drivers)+len(s.PCIAddresses)+len(s.LinkTypes) == 0 {
-		res.note("pool %s: no selector carried over, so it selects every RDMA port of every node; narrow it before applying", p.Name)
+		c.res.note("pool %s: no selector carried over, so it selects every RDMA port of every node", p.Name)
 	}
 }

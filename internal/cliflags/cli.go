@@ -1,0 +1,204 @@
+package cliflags
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/go-logr/logr"
+	"github.com/urfave/cli/v2"
+	"go.uber.org/zap/zapcore"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	jsonlog "k8s.io/component-base/logs/json"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
+
+	"github.com/rdma-dra/rdma-dra-driver/internal/version"
+)
+
+// CLIInfoVerbosity is the verbosity from which an operator CLI writes informational
+// log lines to stderr; below it only errors are logged, and commands print their own
+// warnings ("warning: ..."), so that normal output is not mixed with klog lines.
+const CLIInfoVerbosity = 2
+
+// NewCLI returns an operator CLI with commands, following the project's conventions:
+// every flag's environment twin starts with envPrefix; -v and --log-format work
+// before and after the command; a mistyped flag or command is one line with a "did you
+// mean" and exit status 2 (ExitCode); version and --version print the same; a
+// completion command writes bash, zsh and fish completion; logs go to stderr, informational
+// ones only from CLIInfoVerbosity on. Logging is set up per run without global state.
+func NewCLI(name, usage, envPrefix string, commands []*cli.Command) *cli.App {
+	cli.VersionFlag = &cli.BoolFlag{Name: "version", Usage: "print the version"}
+	cli.VersionPrinter = PrintVersion
+	l := &Logging{}
+	app := &cli.App{
+		Name:                 name,
+		Usage:                usage,
+		Version:              version.String(),
+		Flags:                l.Flags(),
+		EnableBashCompletion: true,
+		OnUsageError:         OnUsageError,
+		Action:               CommandNotFound,
+		// The root's logging flags are read again by each command's Before.
+		HideHelpCommand: true,
+	}
+	commands = append(commands, versionCommand(), completionCommand())
+	for _, c := range commands {
+		c.Flags = append(c.Flags, l.commandFlags()...)
+		c.OnUsageError = OnUsageError
+		before := c.Before
+		c.Before = func(ctx *cli.Context) error {
+			logger, err := l.cliLogger(ctx)
+			if err != nil {
+				return err
+			}
+			ctx.Context = klog.NewContext(ctx.Context, logger)
+			if before != nil {
+				return before(ctx)
+			}
+			return nil
+		}
+	}
+	app.Commands = commands
+	PrefixEnv(envPrefix, app.Flags, app.Commands)
+	return app
+}
+
+// commandFlags are the logging flags once more for a command, without destination: a
+// command's defaults must not overwrite what was given before the command.
+func (l *Logging) commandFlags() []cli.Flag {
+	var out []cli.Flag
+	for _, f := range l.Flags() {
+		switch f := f.(type) {
+		case *cli.IntFlag:
+			c := *f
+			c.Destination = nil
+			c.EnvVars = append([]string(nil), f.EnvVars...)
+			out = append(out, &c)
+		case *cli.StringFlag:
+			c := *f
+			c.Destination = nil
+			c.EnvVars = append([]string(nil), f.EnvVars...)
+			out = append(out, &c)
+		}
+	}
+	return out
+}
+
+// cliLogger builds the logger of one run from the root's values and the command's,
+// the command's winning where given.
+func (l *Logging) cliLogger(c *cli.Context) (logr.Logger, error) {
+	v, format := l.Verbosity, l.Format
+	if c.IsSet("v") {
+		v = c.Int("v")
+	}
+	if c.IsSet("log-format") {
+		format = c.String("log-format")
+	}
+	if v < 0 {
+		return logr.Logger{}, Usagef("-v must be 0 or more, got %d", v)
+	}
+	var logger logr.Logger
+	switch format {
+	case "text":
+		logger = textlogger.NewLogger(textlogger.NewConfig(textlogger.Verbosity(v), textlogger.Output(c.App.ErrWriter)))
+	case "json":
+		w := zapcore.AddSync(c.App.ErrWriter)
+		logger, _ = jsonlog.NewJSONLogger(logsapi.VerbosityLevel(v), w, w, nil)
+	default:
+		return logr.Logger{}, Usagef("--log-format must be text or json, got %q", format)
+	}
+	if v < CLIInfoVerbosity {
+		logger = logr.New(errorsOnly{logger.GetSink()})
+	}
+	return logger, nil
+}
+
+// errorsOnly drops informational lines.
+type errorsOnly struct{ logr.LogSink }
+
+func (errorsOnly) Enabled(int) bool { return false }
+
+func (s errorsOnly) WithValues(kv ...any) logr.LogSink {
+	return errorsOnly{s.LogSink.WithValues(kv...)}
+}
+
+func (s errorsOnly) WithName(name string) logr.LogSink { return errorsOnly{s.LogSink.WithName(name)} }
+
+func versionCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "version",
+		Usage: "print the version of this build (the same as --version)",
+		Action: func(c *cli.Context) error {
+			if err := NoArgs(c, nil); err != nil {
+				return err
+			}
+			PrintVersion(c)
+			return nil
+		},
+	}
+}
+
+func completionCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "completion",
+		Usage:     "print a shell completion script: bash, zsh or fish",
+		ArgsUsage: "bash|zsh|fish",
+		Description: "bash: source <(rdma-dra completion bash)\n" +
+			"zsh:  source <(rdma-dra completion zsh)\n" +
+			"fish: rdma-dra completion fish > ~/.config/fish/completions/rdma-dra.fish",
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return Usagef("completion takes one argument, the shell: bash, zsh or fish")
+			}
+			name := c.App.Name
+			w := c.App.Writer
+			switch shell := c.Args().First(); shell {
+			case "bash":
+				_, err := io.WriteString(w, bashCompletion(name))
+				return err
+			case "zsh":
+				_, err := io.WriteString(w, "autoload -U +X bashcompinit && bashcompinit\n"+bashCompletion(name))
+				return err
+			case "fish":
+				s, err := c.App.ToFishCompletion()
+				if err != nil {
+					return fmt.Errorf("write fish completion: %w", err)
+				}
+				_, err = io.WriteString(w, s)
+				return err
+			default:
+				msg := fmt.Sprintf("unknown shell %q: want bash, zsh or fish", shell)
+				return Usagef("%s", msg)
+			}
+		},
+	}
+}
+
+// bashCompletion asks the binary itself for candidates (urfave's
+// --generate-bash-completion), so the script never goes stale.
+func bashCompletion(name string) string {
+	fn := "_" + safeIdent(name) + "_complete"
+	return fmt.Sprintf(`%[1]s() {
+  local cur="${COMP_WORDS[COMP_CWORD]}"
+  local words=("${COMP_WORDS[@]:0:COMP_CWORD}")
+  local opts
+  if [[ "$cur" == -* ]]; then
+    opts=$("${words[@]}" "$cur" --generate-bash-completion 2>/dev/null)
+  else
+    opts=$("${words[@]}" --generate-bash-completion 2>/dev/null)
+  fi
+  COMPREPLY=($(compgen -W "$opts" -- "$cur"))
+}
+complete -o default -F %[1]s %[2]s
+`, fn, name)
+}
+
+func safeIdent(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
