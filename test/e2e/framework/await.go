@@ -221,3 +221,33 @@ func (e *Env) WaitNodeReady(ctx context.Context, since time.Time) error {
 		return fmt.Errorf("node %s has no Ready condition", e.Node)
 	})
 }
+
+// execWithRetry runs `kubectl exec` in the pod and returns its output. An exec goes from
+// the API server to the node's kubelet like a log request, so a failure to reach the
+// kubelet is retried until timeout; a command that ran and failed ("command terminated
+// with exit code N") or any other answer is returned at once.
+func (e *Env) execWithRetry(ctx context.Context, timeout time.Duration, ns, pod string, cmd ...string) (string, error) {
+	var (
+		out string
+		err error
+	)
+	pollErr := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+		out, err = e.Kubectl(ctx, append([]string{"-n", ns, "exec", pod, "--"}, cmd...)...)
+		return err == nil || strings.Contains(out, "command terminated with exit code") || !kubeletUnreachable(out), nil
+	})
+	if err == nil && pollErr != nil {
+		err = pollErr
+	}
+	return out, err
+}
+
+// kubeletUnreachable says kubectl's output is the API server failing to reach the
+// kubelet, not an answer from it.
+func kubeletUnreachable(out string) bool {
+	for _, s := range []string{"error dialing backend", "an error on the server", "connection refused", "connection reset", "i/o timeout"} {
+		if strings.Contains(out, s) {
+			return true
+		}
+	}
+	return false
+}

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"sigs.k8s.io/yaml"
@@ -28,9 +29,9 @@ import (
 // plugin's emulated RDMA kernel writes.
 
 // Exec runs a command in the pod's first container and returns its output (stdout and
-// stderr).
+// stderr). Not reaching the kubelet is retried for a minute (execWithRetry).
 func (e *Env) Exec(ctx context.Context, ns, pod string, cmd ...string) (string, error) {
-	return e.Kubectl(ctx, append([]string{"-n", ns, "exec", pod, "--"}, cmd...)...)
+	return e.execWithRetry(ctx, time.Minute, ns, pod, cmd...)
 }
 
 // PodInterface is one interface of a pod as `ip` inside the pod shows it.
