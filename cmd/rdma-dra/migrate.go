@@ -136,7 +136,11 @@ func runMigrate(c *cli.Context, cfg *migrateConfig) error {
 		if cfg.previewRoot != "" {
 			what = "the preview shows the pools as they would be with every widening accepted"
 		}
-		return cliflags.Usagef("%d problem(s) above; %s", len(res.Problems), what)
+		noun := "problems"
+		if len(res.Problems) == 1 {
+			noun = "problem"
+		}
+		return cliflags.Usagef("%d %s above; %s", len(res.Problems), noun, what)
 	}
 	return nil
 }
