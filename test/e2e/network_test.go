@@ -113,9 +113,10 @@ type attached struct {
 }
 
 // expectAttached checks the pod's interface from inside the pod (up, MTU when mtu > 0,
-// one IPv4 address in pool when pool is set, else want), its GID index in the environment
-// when ibdev is a RoCE port (the RoCE v2 entry of its own address on the pod interface,
-// NCCL_IB_GID_INDEX and UCX_IB_GID_INDEX), and that the claim's networkData says the same.
+// exactly one IPv4 address, which addrCheck accepts), the GID index in its environment
+// when roce names its RoCE port (NCCL_IB_GID_INDEX and UCX_IB_GID_INDEX are the index of
+// the RoCE v2 entry of the pod's own address on the pod interface in the port's mock GID
+// table), and that the claim's networkData says what the pod sees.
 func expectAttached(t *testing.T, ns, pod, ifname string, mtu int, addrCheck func(netip.Prefix) error, roce string) attached {
 	t.Helper()
 	ctx := framework.Context(t, 3*time.Minute)
