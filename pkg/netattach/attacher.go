@@ -126,6 +126,8 @@ func (a *Attacher) Attach(ctx context.Context, spec Spec, target Target, save Jo
 	}
 	logger.Info("Attach failed, undoing", "err", err)
 	r.bestEffort = true
+	// The undo must run even when the caller's deadline is what made Attach fail.
+	r.ctx = context.WithoutCancel(ctx)
 	if uerr := r.detach(); uerr != nil {
 		logger.Error(uerr, "Undo of a failed attach incomplete, the attachment must be detached later")
 		r.st.Phase = PhaseDetaching

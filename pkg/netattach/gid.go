@@ -28,10 +28,25 @@ func portDir(ibdev string, port int) string {
 	return path.Join("class/infiniband", ibdev, "ports", strconv.Itoa(port))
 }
 
+// checkPort refuses names that would not stay a single path component below the root,
+// and ports that cannot exist, before anything is read or written.
+func checkPort(ibdev string, port int) error {
+	if _, err := sysfs.ParseDeviceName(ibdev); err != nil {
+		return fmt.Errorf("RDMA device name: %w", err)
+	}
+	if port < 1 || port > 255 {
+		return fmt.Errorf("RDMA port %d out of range 1-255", port)
+	}
+	return nil
+}
+
 // gidIndexOf scans the GID table of ibdev/port below root once for the RoCE v2 entry
 // whose GID is addr (IPv4 addresses as IPv4-mapped). When the entry's netdev is
 // readable it must be ndev. found is false when there is none yet.
 func gidIndexOf(root, ibdev string, port int, ndev string, addr netip.Addr) (idx int, found bool, err error) {
+	if err := checkPort(ibdev, port); err != nil {
+		return 0, false, err
+	}
 	fsys, err := sysfs.Open(root) // a new FS per scan: FS caches listings
 	if err != nil {
 		return 0, false, err

@@ -74,6 +74,9 @@ func (k *EmulatedKernel) Moved(ibdev string) bool {
 }
 
 func (k *EmulatedKernel) checkDevice(ibdev string) error {
+	if _, err := sysfs.ParseDeviceName(ibdev); err != nil {
+		return fmt.Errorf("RDMA device name: %w", err)
+	}
 	if _, err := os.Stat(filepath.Join(k.root, "class/infiniband", ibdev)); err != nil {
 		return fmt.Errorf("RDMA device %s: %w", ibdev, err)
 	}
@@ -126,6 +129,9 @@ func readTable(dir string) ([]gidSlot, error) {
 // AddressAdded writes the GID entries the kernel would add for addr on ndev. It is
 // idempotent: entries that are there already are not written twice.
 func (k *EmulatedKernel) AddressAdded(ctx context.Context, ibdev string, port int, ndev string, addr netip.Addr) error {
+	if err := checkPort(ibdev, port); err != nil {
+		return err
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	dir := filepath.Join(k.root, portDir(ibdev, port))
@@ -177,6 +183,9 @@ func containsSlot(table []gidSlot, gid sysfs.GID, typ, ndev string) bool {
 
 // AddressRemoved clears the GID entries of addr on ndev, if any.
 func (k *EmulatedKernel) AddressRemoved(ctx context.Context, ibdev string, port int, ndev string, addr netip.Addr) error {
+	if err := checkPort(ibdev, port); err != nil {
+		return err
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	dir := filepath.Join(k.root, portDir(ibdev, port))

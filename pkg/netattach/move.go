@@ -172,6 +172,12 @@ func (r *run) detachMove() error {
 	if err != nil {
 		return err
 	}
+	// Attach never takes such a netdev, so a State that names one is not this package's
+	// doing (a damaged or foreign checkpoint): "restoring" it could cut the node off.
+	if err := CheckNotPrimary(r.host.Netlink(), l.Attrs().Name, r.a.nodeIPs); errors.Is(err, ErrPrimaryInterface) {
+		r.log.Error(err, "Attachment state names a netdev that carries the node's traffic, leaving it as it is")
+		return nil
+	}
 	return r.restoreHost(l, snap)
 }
 

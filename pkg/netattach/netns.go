@@ -24,6 +24,9 @@ func HostNamespaces(hostPath string) Namespaces {
 
 type kernelNamespaces struct{ hostPath string }
 
+// *netlink.Handle is a Netlink as it is; handle adds retries of interrupted dumps.
+var _ Netlink = (*netlink.Handle)(nil)
+
 func (k kernelNamespaces) Host(ctx context.Context) (Namespace, error) { return openNS(k.hostPath) }
 
 func (k kernelNamespaces) Open(ctx context.Context, path string) (Namespace, error) {

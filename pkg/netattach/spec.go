@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/rdma-dra/rdma-dra-driver/pkg/sysfs"
 )
 
 // maxIfNameLen is the kernel's limit on interface names (IFNAMSIZ - 1).
@@ -74,8 +76,13 @@ func (s Spec) Validate() error {
 	if s.KeepHostAddress && s.Mode != ModeMove {
 		errs = append(errs, fmt.Errorf("keepHostAddress is only for mode %s", ModeMove))
 	}
-	if s.IBPort < 0 {
-		errs = append(errs, fmt.Errorf("ibPort %d is negative", s.IBPort))
+	if s.IBPort < 0 || s.IBPort > 255 {
+		errs = append(errs, fmt.Errorf("ibPort %d out of range 1-255", s.IBPort))
+	}
+	for _, f := range []struct{ field, name string }{{"rdmaDevice", s.RDMADevice}, {"ibDevice", s.IBDevice}} {
+		if _, err := sysfs.ParseDeviceName(f.name); f.name != "" && err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", f.field, err))
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("invalid attachment spec: %w", err)
