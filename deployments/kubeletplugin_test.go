@@ -280,9 +280,7 @@ func TestRBACLeastPrivilege(t *testing.T) {
 		"/nodes":                         sets.New("get"),
 		"resource.k8s.io/resourceslices": sets.New("get", "list", "watch", "create", "update", "delete"),
 		"resource.k8s.io/resourceclaims": sets.New("get", "list"),
-		// Node events of port changes (pkg/health), recorded by client-go's broadcaster:
-		// create, and patch for repeats it aggregates.
-		"/events": sets.New("create", "patch"),
+		// Node events are granted in the default namespace only (TestPluginEventsRole).
 		// status.devices is written with server-side apply (a patch); the synthetic
 		// resourceclaims/driver check must be limited to this driver's name and to
 		// claims on the plugin's own node (associated-node, never arbitrary-node).

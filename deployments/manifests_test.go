@@ -185,9 +185,11 @@ func TestStaticManifestsDecodeStrictly(t *testing.T) {
 			want := []string{
 				"*v1.ClusterRole", "*v1.ClusterRole", "*v1.ClusterRoleBinding", "*v1.ClusterRoleBinding",
 				"*v1.CustomResourceDefinition", "*v1.DaemonSet", "*v1.Deployment", "*v1.Namespace",
-				"*v1.Role", "*v1.Role", "*v1.RoleBinding", "*v1.RoleBinding", "*v1.Secret", "*v1.Service", "*v1.Service",
-				"*v1.ServiceAccount", "*v1.ServiceAccount", "*v1.ValidatingAdmissionPolicy",
-				"*v1.ValidatingAdmissionPolicyBinding", "*v1.ValidatingWebhookConfiguration",
+				"*v1.Role", "*v1.Role", "*v1.Role", "*v1.RoleBinding", "*v1.RoleBinding", "*v1.RoleBinding",
+				"*v1.Secret", "*v1.Service", "*v1.Service", "*v1.ServiceAccount", "*v1.ServiceAccount",
+				"*v1.ValidatingAdmissionPolicy", "*v1.ValidatingAdmissionPolicy", "*v1.ValidatingAdmissionPolicy",
+				"*v1.ValidatingAdmissionPolicyBinding", "*v1.ValidatingAdmissionPolicyBinding", "*v1.ValidatingAdmissionPolicyBinding",
+				"*v1.ValidatingWebhookConfiguration",
 				"*v1alpha1.RdmaPool", "*v1alpha1.RdmaPool",
 			}
 			if strings.Join(kinds, " ") != strings.Join(want, " ") {

@@ -126,8 +126,7 @@ func (e *policyEvaluator) evaluate(request, object, oldObject any) (bool, []stri
 // own node's slices of its own driver.
 func TestResourceSlicePolicy(t *testing.T) {
 	objs := decodeFile(t, staticFiles[0])
-	policy := one[*admissionregistrationv1.ValidatingAdmissionPolicy](t, objs)
-	binding := one[*admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, objs)
+	policy, binding := policyNamed(t, objs, "-resourceslices")
 	if binding.Spec.PolicyName != policy.Name || len(binding.Spec.ValidationActions) != 1 ||
 		binding.Spec.ValidationActions[0] != admissionregistrationv1.Deny {
 		t.Fatalf("binding %s: want policy %s with validationActions [Deny], got %+v", binding.Name, policy.Name, binding.Spec)
@@ -210,7 +209,7 @@ type userInfo struct {
 }
 
 // toUnstructured turns an object into the untyped form CEL sees; nil stays null.
-func toUnstructured(t *testing.T, obj *resourceapi.ResourceSlice) any {
+func toUnstructured[T any](t *testing.T, obj *T) any {
 	t.Helper()
 	if obj == nil {
 		return nil
@@ -220,4 +219,26 @@ func toUnstructured(t *testing.T, obj *resourceapi.ResourceSlice) any {
 		t.Fatal(err)
 	}
 	return u
+}
+
+// policyNamed returns the ValidatingAdmissionPolicy whose name ends in suffix and its
+// binding, which must deny.
+func policyNamed(t *testing.T, objs []object, suffix string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+	t.Helper()
+	var policy *admissionregistrationv1.ValidatingAdmissionPolicy
+	for _, p := range only[*admissionregistrationv1.ValidatingAdmissionPolicy](objs) {
+		if strings.HasSuffix(p.Name, suffix) {
+			policy = p
+		}
+	}
+	if policy == nil {
+		t.Fatalf("no ValidatingAdmissionPolicy *%s", suffix)
+	}
+	for _, b := range only[*admissionregistrationv1.ValidatingAdmissionPolicyBinding](objs) {
+		if b.Spec.PolicyName == policy.Name {
+			return policy, b
+		}
+	}
+	t.Fatalf("no binding of ValidatingAdmissionPolicy %s", policy.Name)
+	return nil, nil
 }
