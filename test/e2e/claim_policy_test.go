@@ -48,8 +48,8 @@ func pluginClient(t *testing.T, ctx context.Context) kubernetes.Interface {
 
 // TestPluginTokenOwnNodeClaimStatusOnly (issue 11, item 9): with the plugin's token, the
 // status of a claim allocated on the plugin's node may be patched with entries of the
-// plugin's driver; a claim of another node, another driver's entry and the allocation
-// itself may not. Events may be recorded about the plugin's own Node in the default
+// plugin's driver; a claim of another node, another driver's entry and reservedFor may
+// not. Events may be recorded about the plugin's own Node in the default
 // namespace, nowhere else and about nothing else. On 1.36+ the API server's own
 // resourceclaims/driver check may refuse first (Forbidden); either refusal counts.
 func TestPluginTokenOwnNodeClaimStatusOnly(t *testing.T) {
@@ -98,7 +98,7 @@ func TestPluginTokenOwnNodeClaimStatusOnly(t *testing.T) {
 		})
 		return c
 	}
-	// patchDevices merge-patches status.devices as the plugin, like its status writer
+	// patchStatus merge-patches the status as the plugin, like its status writer
 	// (a patch of resourceclaims/status; the plugin may not update).
 	patchStatus := func(c *resourceapi.ResourceClaim, status map[string]any) error {
 		data, err := json.Marshal(map[string]any{"status": status})
@@ -133,8 +133,12 @@ func TestPluginTokenOwnNodeClaimStatusOnly(t *testing.T) {
 		}})
 		expectRefused(t, err, "may only change status.devices entries of driver "+framework.DriverName)
 	})
-	t.Run("the allocation is denied", func(t *testing.T) {
-		err := patchStatus(own, map[string]any{"allocation": nil})
+	t.Run("reserving the claim is denied", func(t *testing.T) {
+		// The allocation itself is immutable (validation refuses a change before any
+		// policy runs); reservedFor is what a token could still abuse.
+		err := patchStatus(own, map[string]any{"reservedFor": []any{
+			map[string]any{"resource": "pods", "name": "e2e-not-a-pod", "uid": "6f1c2a3b-0000-4000-8000-000000000001"},
+		}})
 		expectRefused(t, err, "may not change a claim's allocation or reservedFor")
 	})
 
