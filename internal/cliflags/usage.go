@@ -51,7 +51,7 @@ var undefinedFlag = regexp.MustCompile(`^flag provided but not defined: -+(.*)$`
 func OnUsageError(c *cli.Context, err error, _ bool) error {
 	where := c.App.Name
 	var flags []cli.Flag
-	if c.Command != nil && c.Command.Name != "" {
+	if c.Command != nil && c.Command.Name != "" && c.Command.Name != c.App.Name {
 		where += " " + c.Command.Name
 		flags = c.Command.Flags
 	} else {
