@@ -185,3 +185,51 @@ func TestNaturalOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestDocsListEveryFlag: docs/cli.md names every flag with its environment twin.
+func TestDocsListEveryFlag(t *testing.T) {
+	data, err := os.ReadFile("../../docs/cli.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(data)
+	app := newApp()
+	check := func(cmd string, f interface {
+		Names() []string
+		GetEnvVars() []string
+	}) {
+		for _, e := range f.GetEnvVars() {
+			if !strings.HasPrefix(e, envPrefix) {
+				t.Errorf("%s --%s: env %s lacks the %s prefix", cmd, f.Names()[0], e, envPrefix)
+			}
+			name := "`-" + f.Names()[0] + "`"
+			if len(f.Names()[0]) > 1 {
+				name = "`--" + f.Names()[0] + "`"
+			}
+			if !strings.Contains(doc, name) || !strings.Contains(doc, "`"+e+"`") {
+				t.Errorf("docs/cli.md lacks %s %s with %s", cmd, name, e)
+			}
+		}
+		if len(f.GetEnvVars()) == 0 {
+			t.Errorf("%s --%s has no environment twin", cmd, f.Names()[0])
+		}
+	}
+	for _, f := range app.Flags {
+		if d, ok := f.(interface {
+			Names() []string
+			GetEnvVars() []string
+		}); ok && f.Names()[0] != "help" && f.Names()[0] != "version" && f.Names()[0] != "generate-bash-completion" {
+			check("all", d)
+		}
+	}
+	for _, c := range app.Commands {
+		for _, f := range c.Flags {
+			if d, ok := f.(interface {
+				Names() []string
+				GetEnvVars() []string
+			}); ok {
+				check(c.Name, d)
+			}
+		}
+	}
+}
