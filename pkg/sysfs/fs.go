@@ -202,11 +202,11 @@ func (f *FS) lstat(p string) entryType {
 		}
 		return entryType{mode: info.Mode().Type()}
 	}
-	var st syscall.Stat_t
-	if err := syscall.Lstat(f.dir+"/"+p, &st); err != nil {
+	mode, err := lstatMode(f.dir, p)
+	if err != nil {
 		return entryType{err: &fs.PathError{Op: "lstat", Path: p, Err: err}}
 	}
-	switch st.Mode & syscall.S_IFMT {
+	switch mode & syscall.S_IFMT {
 	case syscall.S_IFDIR:
 		return entryType{mode: fs.ModeDir}
 	case syscall.S_IFLNK:
@@ -255,7 +255,7 @@ func (f *FS) step(dir, elem string, hops *int) (string, error) {
 	if *hops > MaxLinkHops {
 		return "", ErrTooManyLinks
 	}
-	target, err := f.fsys.ReadLink(p)
+	target, err := f.readLink(p)
 	if err != nil {
 		return "", err
 	}
@@ -263,7 +263,7 @@ func (f *FS) step(dir, elem string, hops *int) (string, error) {
 		return "", fmt.Errorf("link %s -> %q: %w", p, target, ErrOutsideRoot)
 	}
 	cur := dir
-	for _, e := range strings.Split(target, "/") {
+	for e := range strings.SplitSeq(target, "/") {
 		if e == "" {
 			continue
 		}
@@ -342,27 +342,93 @@ func readFile(root, dir, base string) (string, error) {
 	return string(b), nil
 }
 
-// openNoFollow opens root/dir/base read-only with O_NOFOLLOW. The path is assembled in a
-// stack buffer rather than as a string, which a scan would allocate twice per file (once
-// to join, once to convert for the kernel).
-func openNoFollow(root, dir, base string) (int, error) {
-	var buf [512]byte
+// pathBuf holds a NUL-terminated path for a system call. Paths of a scan are assembled
+// in one on the stack rather than as strings, which a scan would allocate twice per call
+// (once to join, once to convert for the kernel): thousands of calls per scan.
+type pathBuf [512]byte
+
+// set writes root/dir/base (dir "." and base "" are left out) and reports whether it fit
+// and holds no NUL byte; callers fall back to the allocating calls, which refuse NUL bytes
+// (EINVAL) and take long paths.
+func (b *pathBuf) set(root, dir, base string) bool {
 	n := len(root) + 1 + len(dir) + 1 + len(base)
-	if n >= len(buf) || strings.IndexByte(root, 0) >= 0 || strings.IndexByte(dir, 0) >= 0 || strings.IndexByte(base, 0) >= 0 {
-		// Long paths take the allocating call, which also refuses NUL bytes (EINVAL).
+	if n >= len(b) || strings.IndexByte(root, 0) >= 0 || strings.IndexByte(dir, 0) >= 0 || strings.IndexByte(base, 0) >= 0 {
+		return false
+	}
+	i := copy(b[:], root)
+	if dir != "." {
+		b[i] = '/'
+		i++
+		i += copy(b[i:], dir)
+	}
+	if base != "" {
+		b[i] = '/'
+		i++
+		i += copy(b[i:], base)
+	}
+	b[i] = 0
+	return true
+}
+
+// cwd is AT_FDCWD as a variable: the negative constant does not convert to uintptr.
+var cwd = unix.AT_FDCWD
+
+// lstatMode returns the st_mode of root/p without following a final link (statx asks for
+// the type only; the call exists on every Linux architecture, unlike newfstatat).
+func lstatMode(root, p string) (uint32, error) {
+	var buf pathBuf
+	if !buf.set(root, p, "") {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(root+"/"+p, &st); err != nil {
+			return 0, err
+		}
+		return st.Mode, nil
+	}
+	var stx unix.Statx_t
+	for {
+		_, _, errno := syscall.Syscall6(unix.SYS_STATX, uintptr(cwd), uintptr(unsafe.Pointer(&buf[0])),
+			uintptr(unix.AT_SYMLINK_NOFOLLOW|unix.AT_STATX_DONT_SYNC), uintptr(unix.STATX_TYPE), uintptr(unsafe.Pointer(&stx)), 0)
+		switch errno {
+		case 0:
+			return uint32(stx.Mode), nil
+		case syscall.EINTR:
+			continue
+		}
+		return 0, errno
+	}
+}
+
+// readLink returns the target of the link at the canonical path p: below the root on
+// disk with readlinkat into stack buffers, through the fs.FS otherwise.
+func (f *FS) readLink(p string) (string, error) {
+	var buf pathBuf
+	if f.dir == "" || !buf.set(f.dir, p, "") {
+		return f.fsys.ReadLink(p)
+	}
+	var target [256]byte
+	for {
+		n, _, errno := syscall.Syscall6(unix.SYS_READLINKAT, uintptr(cwd), uintptr(unsafe.Pointer(&buf[0])),
+			uintptr(unsafe.Pointer(&target[0])), uintptr(len(target)), 0, 0)
+		switch {
+		case errno == syscall.EINTR:
+			continue
+		case errno != 0:
+			return "", &fs.PathError{Op: "readlink", Path: p, Err: errno}
+		case int(n) == len(target):
+			// Possibly truncated: let the general call size it.
+			return f.fsys.ReadLink(p)
+		}
+		return string(target[:n]), nil
+	}
+}
+
+// openNoFollow opens root/dir/base read-only with O_NOFOLLOW, the path assembled in a
+// pathBuf.
+func openNoFollow(root, dir, base string) (int, error) {
+	var buf pathBuf
+	if !buf.set(root, dir, base) {
 		return syscall.Open(root+"/"+join(dir, base), syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0)
 	}
-	i := copy(buf[:], root)
-	buf[i] = '/'
-	i++
-	if dir != "." {
-		i += copy(buf[i:], dir)
-		buf[i] = '/'
-		i++
-	}
-	i += copy(buf[i:], base)
-	buf[i] = 0
-	cwd := unix.AT_FDCWD // a variable: the negative constant does not convert to uintptr
 	for {
 		fd, _, errno := syscall.Syscall6(syscall.SYS_OPENAT, uintptr(cwd), uintptr(unsafe.Pointer(&buf[0])),
 			uintptr(syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NOFOLLOW), 0, 0, 0)
@@ -409,7 +475,7 @@ func (f *FS) LinkBase(name string) (string, error) {
 	if t&fs.ModeSymlink == 0 {
 		return "", &fs.PathError{Op: "readlink", Path: name, Err: errors.New("not a symbolic link")}
 	}
-	target, err := f.fsys.ReadLink(join(dir, path.Base(name)))
+	target, err := f.readLink(join(dir, path.Base(name)))
 	if err != nil {
 		return "", err
 	}
