@@ -45,12 +45,14 @@ func TestControllerDeployment(t *testing.T) {
 				t.Errorf("the controller needs no host network and no volumes by default")
 			}
 			for probe, path := range map[*corev1.Probe]string{c.LivenessProbe: "/healthz", c.ReadinessProbe: "/readyz"} {
-				if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != path || probe.HTTPGet.Port.StrVal != "http" {
-					t.Errorf("probe %+v, want GET %s on port http", probe, path)
+				if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != path || probe.HTTPGet.Port.StrVal != "probes" {
+					t.Errorf("probe %+v, want GET %s on port probes", probe, path)
 				}
 			}
-			if envValue(c, "HTTP_ADDRESS") != ":8080" || envValue(c, "WEBHOOK_ADDRESS") != ":9443" {
-				t.Errorf("addresses %q %q", envValue(c, "HTTP_ADDRESS"), envValue(c, "WEBHOOK_ADDRESS"))
+			// Metrics have no authentication: inside the pod unless the operator opts in.
+			if envValue(c, "METRICS_BIND_ADDRESS") != "127.0.0.1:8080" || envValue(c, "HEALTH_PROBE_BIND_ADDRESS") != ":8081" ||
+				envValue(c, "WEBHOOK_ADDRESS") != ":9443" {
+				t.Errorf("addresses %q %q %q", envValue(c, "METRICS_BIND_ADDRESS"), envValue(c, "HEALTH_PROBE_BIND_ADDRESS"), envValue(c, "WEBHOOK_ADDRESS"))
 			}
 			for _, name := range []string{"POD_NAMESPACE", "POD_NAME"} {
 				if envFieldPath(c, name) == "" {

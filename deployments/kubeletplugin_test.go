@@ -26,7 +26,7 @@ import (
 var pluginEnv = []string{
 	"NODE_NAME", "POD_UID", "DRIVER_NAME", "DEVICE_MODEL", "SYSFS_ROOT", "DEV_ROOT", "CDI_ROOT",
 	"KUBELET_REGISTRAR_DIRECTORY_PATH", "KUBELET_PLUGINS_DIRECTORY_PATH", "HOOK_INSTALL_DIR",
-	"HEALTHCHECK_PORT", "METRICS_ADDRESS", "LOG_VERBOSITY", "LOG_FORMAT", "POD_NAMESPACE", "DAEMONSET_NAME",
+	"HEALTHCHECK_PORT", "HEALTHCHECK_BIND_ADDRESS", "METRICS_BIND_ADDRESS", "LOG_VERBOSITY", "LOG_FORMAT", "POD_NAMESPACE", "DAEMONSET_NAME",
 	"HEALTH_POLL_INTERVAL", "TAINT_EFFECT", "MAX_REPUBLISH_PER_MINUTE", "NODE_EVENTS",
 }
 
@@ -60,8 +60,11 @@ func TestKubeletPluginDaemonSet(t *testing.T) {
 				{"maxUnavailable 0", ds.Spec.UpdateStrategy.RollingUpdate != nil && ds.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable != nil &&
 					ds.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable.IntValue() == 0},
 				{"command is the kubelet plugin", slices.Equal(c.Command, []string{"/usr/bin/rdma-dra-kubeletplugin"})},
-				{"gRPC liveness probe on HEALTHCHECK_PORT", c.LivenessProbe != nil && c.LivenessProbe.GRPC != nil &&
-					strconv.Itoa(int(c.LivenessProbe.GRPC.Port)) == envValue(c, "HEALTHCHECK_PORT")},
+				{"HTTP liveness probe on 127.0.0.1:HEALTHCHECK_PORT/healthz, where the port is bound",
+					c.LivenessProbe != nil && c.LivenessProbe.HTTPGet != nil && c.LivenessProbe.HTTPGet.Path == "/healthz" &&
+						c.LivenessProbe.HTTPGet.Port.String() == envValue(c, "HEALTHCHECK_PORT") &&
+						c.LivenessProbe.HTTPGet.Host == "127.0.0.1" && envValue(c, "HEALTHCHECK_BIND_ADDRESS") == "127.0.0.1"},
+				{"metrics bound to 127.0.0.1 by default", envValue(c, "METRICS_BIND_ADDRESS") == "127.0.0.1:9472"},
 				{"selector matches template labels", ds.Spec.Selector != nil && isSubset(ds.Spec.Selector.MatchLabels, ds.Spec.Template.Labels)},
 			}
 			for _, ck := range checks {

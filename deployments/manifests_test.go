@@ -14,6 +14,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -79,6 +80,8 @@ func newTyped(apiVersion, kind string) runtime.Object {
 		return &admissionregistrationv1.ValidatingAdmissionPolicy{}
 	case "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyBinding":
 		return &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+	case "networking.k8s.io/v1 NetworkPolicy":
+		return &networkingv1.NetworkPolicy{}
 	case "resource.k8s.io/v1 DeviceClass":
 		return &resourceapi.DeviceClass{}
 	case "resource.k8s.io/v1 ResourceClaim":
@@ -184,7 +187,7 @@ func TestStaticManifestsDecodeStrictly(t *testing.T) {
 			sort.Strings(kinds)
 			want := []string{
 				"*v1.ClusterRole", "*v1.ClusterRole", "*v1.ClusterRoleBinding", "*v1.ClusterRoleBinding",
-				"*v1.CustomResourceDefinition", "*v1.DaemonSet", "*v1.Deployment", "*v1.Namespace",
+				"*v1.CustomResourceDefinition", "*v1.DaemonSet", "*v1.Deployment", "*v1.Namespace", "*v1.NetworkPolicy",
 				"*v1.Role", "*v1.Role", "*v1.Role", "*v1.RoleBinding", "*v1.RoleBinding", "*v1.RoleBinding",
 				"*v1.Secret", "*v1.Service", "*v1.Service", "*v1.ServiceAccount", "*v1.ServiceAccount",
 				"*v1.ValidatingAdmissionPolicy", "*v1.ValidatingAdmissionPolicy", "*v1.ValidatingAdmissionPolicy",
