@@ -61,7 +61,7 @@ func (p *RdmaPool) Validate() field.ErrorList {
 func ValidateConfigBytes(fldPath *field.Path, raw []byte) field.ErrorList {
 	cfg, err := DecodeBoundedConfig(raw)
 	if err != nil {
-		// The document may be long (DecodeConfig refuses it then): quote its start only.
+		// The document may be long (DecodeBoundedConfig refuses it then): quote its start only.
 		quoted := string(raw)
 		if len(quoted) > 512 {
 			quoted = quoted[:512] + "..."
