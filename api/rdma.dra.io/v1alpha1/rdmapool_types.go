@@ -84,7 +84,9 @@ type RdmaPoolSpec struct {
 	// +optional
 	Selectors PoolSelectors `json:"selectors,omitempty"`
 	// CEL is an extra DRA CEL selector expression over `device`, ANDed with the
-	// selectors, e.g. `device.attributes["rdma.dra.io"].numa_node == 0`.
+	// selectors, e.g. `device.attributes["rdma.dra.io"].numa_node == 0`. It must be one
+	// complete boolean expression on its own: it is parsed and type-checked alone before
+	// it is combined, and the webhook refuses it otherwise (a CRD rule cannot parse CEL).
 	// +optional
 	// +kubebuilder:validation:MaxLength=4096
 	CEL string `json:"cel,omitempty"`
