@@ -80,7 +80,7 @@ func dashed(name string) string {
 }
 
 // Nearest returns the candidate closest to s by edit distance, if it is close enough to
-// be a typo (at most a third of the longer name, at least 1), or one that starts with s.
+// be a typo, or one that starts with s.
 func Nearest(s string, candidates []string) string {
 	best, bestD := "", -1
 	for _, c := range candidates {
@@ -89,7 +89,12 @@ func Nearest(s string, candidates []string) string {
 			best, bestD = c, d
 		}
 	}
-	limit := max(1, max(len(s), len(best))/3)
+	// A third of the longer name, at least one edit from three letters on: a single
+	// letter is no typo of another.
+	limit := max(len(s), len(best)) / 3
+	if limit < 1 && len(s) >= 3 {
+		limit = 1
+	}
 	if best != "" && bestD <= limit {
 		return best
 	}
