@@ -51,13 +51,13 @@ func NewServer(ctx context.Context, addr string, v http.Handler, tlsConfig *tls.
 func Limit(h http.Handler, n int, wait time.Duration) http.Handler {
 	slots := make(chan struct{}, n)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		wait, cancel := context.WithTimeout(r.Context(), wait)
+		queued, cancel := context.WithTimeout(r.Context(), wait)
 		defer cancel()
 		select {
 		case slots <- struct{}{}:
 			defer func() { <-slots }()
 			h.ServeHTTP(w, r)
-		case <-wait.Done():
+		case <-queued.Done():
 			http.Error(w, "too many admission reviews at once", http.StatusServiceUnavailable)
 		}
 	})
