@@ -23,7 +23,7 @@ network:
 	if err != nil {
 		t.Fatal(err)
 	}
-	v4, ok := cfg.PoolFor(&discovery.Port{IBDev: "mlx5_8", Port: 1, LinkLayer: discovery.LinkLayerEthernet})
+	v4, ok := cfg.PoolFor("node-a", &discovery.Port{IBDev: "mlx5_8", Port: 1, LinkLayer: discovery.LinkLayerEthernet})
 	if !ok {
 		t.Fatal("no pool for the port")
 	}

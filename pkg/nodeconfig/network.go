@@ -2,10 +2,13 @@ package nodeconfig
 
 import (
 	"fmt"
+	"math/big"
 	"net/netip"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/rdma-dra/rdma-dra-driver/internal/selectorcheck"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 )
 
@@ -23,6 +26,10 @@ type NetworkConfig struct {
 type AddressPool struct {
 	// Name names the pool in logs and errors; default pool<index>.
 	Name string `json:"name,omitempty"`
+	// Nodes are the node names or shell patterns (gpu-a-*) the pool applies to; empty:
+	// every node. The chart gives every node the same configuration, so pools for a
+	// shared L2 segment are written one per node (or node group) with disjoint ranges.
+	Nodes []string `json:"nodes,omitempty"`
 	// Selector picks the ports whose pods take addresses from this pool; empty: all.
 	Selector Selector `json:"selector,omitempty"`
 	// Subnet is the prefix of the pod interfaces, e.g. 192.168.77.0/24; pod addresses
@@ -48,14 +55,15 @@ type Range struct {
 	Start   netip.Addr
 	End     netip.Addr
 	Exclude map[netip.Addr]bool
+	nodes   []string
 }
 
-// PoolFor returns the validated address pool that serves port p, and false when none
-// does. Call it on a validated Config only.
-func (c *Config) PoolFor(p *discovery.Port) (Range, bool) {
+// PoolFor returns the validated address pool that serves port p on node, and false
+// when none does. Call it on a validated Config only.
+func (c *Config) PoolFor(node string, p *discovery.Port) (Range, bool) {
 	for i := range c.Network.AddressPools {
 		pool := &c.Network.AddressPools[i]
-		if pool.Selector.Matches(p) {
+		if matchPattern(pool.Nodes, node) && pool.Selector.Matches(p) {
 			r, errs := pool.parse(nil, i)
 			return r, len(errs) == 0
 		}
@@ -81,16 +89,24 @@ func (c *Config) validateNetwork() field.ErrorList {
 		pool := &c.Network.AddressPools[i]
 		p := path.Index(i)
 		errs = append(errs, pool.Selector.validate(p.Child("selector"))...)
+		for j, n := range pool.Nodes {
+			if msg := selectorcheck.Pattern(n); msg != "" {
+				errs = append(errs, field.Invalid(p.Child("nodes").Index(j), n, msg))
+			}
+		}
 		r, perrs := pool.parse(p, i)
 		errs = append(errs, perrs...)
 		if len(perrs) > 0 {
 			continue
 		}
 		for _, o := range ranges {
-			if r.Start.Compare(o.End) <= 0 && o.Start.Compare(r.End) <= 0 {
+			// Pools of different nodes may reuse a range only if their node lists
+			// differ; overlapping pools of one node would hand out one address twice.
+			if r.Start.Compare(o.End) <= 0 && o.Start.Compare(r.End) <= 0 && slices.Equal(pool.Nodes, o.nodes) {
 				errs = append(errs, field.Invalid(p, pool.Name, fmt.Sprintf("its range overlaps the range of pool %s", o.Name)))
 			}
 		}
+		r.nodes = pool.Nodes
 		ranges = append(ranges, r)
 	}
 	return errs
@@ -136,6 +152,10 @@ func (a *AddressPool) parse(fldPath *field.Path, index int) (Range, field.ErrorL
 	if len(errs) > 0 {
 		return r, errs
 	}
+	if a.RangeEnd == "" && size(r.Start, r.End) > maxPoolAddresses {
+		// A large subnet (an IPv6 /64) without a range end: the first addresses do.
+		r.End = advance(r.Start, maxPoolAddresses-1)
+	}
 	if r.Start.Compare(r.End) > 0 {
 		errs = append(errs, field.Invalid(fldPath.Child("rangeEnd"), r.End.String(), "must not be before rangeStart "+r.Start.String()))
 	} else if size(r.Start, r.End) > maxPoolAddresses {
@@ -177,9 +197,26 @@ func lastAddr(p netip.Prefix) netip.Addr {
 // size returns the number of addresses from a to b (inclusive), capped above
 // maxPoolAddresses.
 func size(a, b netip.Addr) int {
-	n := 1
-	for x := a; x != b && n <= maxPoolAddresses; x = x.Next() {
-		n++
+	n := new(big.Int).Sub(toBig(b), toBig(a))
+	n.Add(n, big.NewInt(1))
+	if !n.IsInt64() || n.Int64() > maxPoolAddresses {
+		return maxPoolAddresses + 1
 	}
-	return n
+	return int(n.Int64())
+}
+
+// advance returns the address n after a.
+func advance(a netip.Addr, n int64) netip.Addr {
+	v := new(big.Int).Add(toBig(a), big.NewInt(n))
+	b := v.FillBytes(make([]byte, 16))
+	out := netip.AddrFrom16([16]byte(b))
+	if a.Is4() {
+		return out.Unmap()
+	}
+	return out
+}
+
+func toBig(a netip.Addr) *big.Int {
+	b := a.As16()
+	return new(big.Int).SetBytes(b[:])
 }

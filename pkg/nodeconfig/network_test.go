@@ -1,0 +1,76 @@
+package nodeconfig
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
+)
+
+func TestAddressPoolValidation(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want string // a part of the error; empty: valid
+	}{
+		{"valid", "- {subnet: 192.168.77.0/24, rangeStart: 192.168.77.10, rangeEnd: 192.168.77.20, exclude: [192.168.77.11]}", ""},
+		{"ipv6", "- {subnet: 'fd00:77::/64'}", ""},
+		{"large subnet without range end", "- {subnet: 10.0.0.0/8}", ""},
+		{"same range on other nodes", "- {nodes: [a], subnet: 192.168.77.0/24}\n- {nodes: [b], subnet: 192.168.77.0/24}", ""},
+		{"subnet with host bits", "- {subnet: 192.168.77.1/24}", `network.addressPools[0].subnet: Invalid value: "192.168.77.1/24": must be a prefix`},
+		{"start outside", "- {subnet: 192.168.77.0/24, rangeStart: 192.168.78.1}", `network.addressPools[0].rangeStart: Invalid value: "192.168.78.1": must be an address in 192.168.77.0/24`},
+		{"end before start", "- {subnet: 192.168.77.0/24, rangeStart: 192.168.77.20, rangeEnd: 192.168.77.10}", `network.addressPools[0].rangeEnd: Invalid value: "192.168.77.10": must not be before rangeStart 192.168.77.20`},
+		{"too large", "- {subnet: '10.0.0.0/8', rangeEnd: 10.255.0.0}", "the range may hold at most 65536 addresses"},
+		{"overlap on one node", "- {name: a, subnet: 192.168.77.0/24}\n- {name: b, subnet: 192.168.77.0/25}", `network.addressPools[1]: Invalid value: "b": its range overlaps the range of pool a`},
+		{"bad node pattern", "- {nodes: ['gpu-['], subnet: 192.168.77.0/24}", `network.addressPools[0].nodes[0]: Invalid value: "gpu-["`},
+		{"unknown field", "- {subnet: 192.168.77.0/24, gateway: 192.168.77.1}", `unknown field "network.addressPools[0].gateway"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte("network:\n  addressPools:\n" + indent(tc.yaml)))
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("error %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestPoolFor(t *testing.T) {
+	cfg, err := Parse([]byte(`
+network:
+  addressPools:
+  - {name: a, nodes: [gpu-a-*], selector: {ifNames: [enp*]}, subnet: 192.168.77.0/24, rangeStart: 192.168.77.100, rangeEnd: 192.168.77.199}
+  - {name: b, nodes: [gpu-b-*], subnet: 192.168.77.0/24, rangeStart: 192.168.77.200, rangeEnd: 192.168.77.250}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	roce := &discovery.Port{IBDev: "mlx5_8", Port: 1, Netdev: "enp168s0f0np0", LinkLayer: discovery.LinkLayerEthernet}
+	ib := &discovery.Port{IBDev: "mlx5_0", Port: 1, Netdev: "ibp24s0", LinkLayer: discovery.LinkLayerInfiniBand}
+	for _, tc := range []struct {
+		node string
+		port *discovery.Port
+		want string
+	}{
+		{"gpu-a-1", roce, "a 192.168.77.100"},
+		{"gpu-a-1", ib, ""},
+		{"gpu-b-7", ib, "b 192.168.77.200"},
+		{"cpu-1", roce, ""},
+	} {
+		r, ok := cfg.PoolFor(tc.node, tc.port)
+		got := ""
+		if ok {
+			got = r.Name + " " + r.Start.String()
+		}
+		if got != tc.want {
+			t.Errorf("PoolFor(%s, %s): %q, want %q", tc.node, tc.port.Netdev, got, tc.want)
+		}
+	}
+}
+
+func indent(s string) string {
+	return "  " + strings.ReplaceAll(s, "\n", "\n  ") + "\n"
+}
