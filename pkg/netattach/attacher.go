@@ -30,6 +30,7 @@ func NewAttacher(opts Options) *Attacher {
 	a := &Attacher{
 		ns: opts.Namespaces, kernel: opts.Kernel, clock: opts.Clock, tempPrefix: opts.TempPrefix,
 		nodeIPs: opts.NodeIPs, returnTimeout: opts.ReturnTimeout,
+		ipoibStandIn: opts.IPoIBStandIn,
 	}
 	if a.ns == nil {
 		a.ns = HostNamespaces("")
@@ -91,7 +92,7 @@ func (a *Attacher) Attach(ctx context.Context, spec Spec, target Target, save Jo
 	if err := spec.Validate(); err != nil {
 		return State{}, err
 	}
-	if spec.Mode == ModeNone {
+	if spec.Mode == ModeNone && spec.RDMADevice == "" {
 		st.Phase = PhaseAttached
 		return st, nil
 	}
@@ -177,7 +178,7 @@ func (a *Attacher) Detach(ctx context.Context, st State, save Journal) error {
 	logger := klog.FromContext(ctx).WithValues("podUID", st.Target.PodUID, "mode", st.Spec.Mode,
 		"hostNetdev", st.Spec.HostNetdev, "podIfName", st.Spec.PodIfName)
 	ctx = klog.NewContext(ctx, logger)
-	if st.Spec.Mode == ModeNone || st.Spec.Mode == "" {
+	if (st.Spec.Mode == ModeNone || st.Spec.Mode == "") && !st.RDMAMoved {
 		return nil
 	}
 	start := a.clock.Now()

@@ -21,6 +21,16 @@ func childLink(spec Spec, parent netlink.Link, name string) netlink.Link {
 	}
 }
 
+// childSpec is the spec of the child to create: an IPoIB child becomes a macvlan
+// where the Attacher stands in for a kernel without ib_ipoib (Options.IPoIBStandIn).
+func (r *run) childSpec() Spec {
+	spec := r.st.Spec
+	if spec.Mode == ModeIPoIB && r.a.ipoibStandIn {
+		spec.Mode = ModeMacvlan
+	}
+	return spec
+}
+
 // childType is the kernel's kind of the child a mode creates.
 func childType(m Mode) string {
 	switch m {
@@ -52,10 +62,10 @@ func (r *run) attachChild() error {
 	if err := r.commit(); err != nil {
 		return err
 	}
-	child := childLink(spec, parent, r.st.TempName)
+	child := childLink(r.childSpec(), parent, r.st.TempName)
 	child.Attrs().Namespace = netlink.NsFd(r.pod.FD())
 	if err := hnl.LinkAdd(child); err != nil {
-		return fmt.Errorf("create %s child %s of %s in the pod: %w", childType(spec.Mode), r.st.TempName, spec.HostNetdev, err)
+		return fmt.Errorf("create %s child %s of %s in the pod: %w", childType(r.childSpec().Mode), r.st.TempName, spec.HostNetdev, err)
 	}
 	pnl := r.pod.Netlink()
 	if child, err = pnl.LinkByName(r.st.TempName); err != nil {
@@ -99,7 +109,7 @@ func (r *run) deleteOurChild(nl Netlink, name, where string) error {
 		return err
 	}
 	mac := l.Attrs().HardwareAddr
-	if l.Type() != childType(r.st.Spec.Mode) || name != r.st.TempName && !sameMAC(mac, r.st.HardwareAddr) {
+	if l.Type() != childType(r.childSpec().Mode) || name != r.st.TempName && !sameMAC(mac, r.st.HardwareAddr) {
 		r.log.V(2).Info("Link is not this attachment's child, leaving it", "link", name, "where", where, "type", l.Type(), "hardwareAddr", mac.String())
 		return nil
 	}

@@ -203,6 +203,9 @@ type Options struct {
 	// NodeIPs are the node's own addresses (the kubelet's node IPs): move mode never
 	// takes a netdev that carries one, nor the one with the default route.
 	NodeIPs []netip.Addr
+	// IPoIBStandIn creates a macvlan where an IPoIB child is asked for: for mock nodes,
+	// whose kernel has no ib_ipoib and whose IPoIB netdevs are stand-ins themselves.
+	IPoIBStandIn bool
 	// ReturnTimeout bounds how long Detach waits for a moved netdev to come back to the
 	// host after its pod's namespace is gone (the kernel returns it asynchronously); 5 s when 0.
 	ReturnTimeout time.Duration
@@ -218,6 +221,7 @@ type Attacher struct {
 	tempPrefix    string
 	nodeIPs       []netip.Addr
 	returnTimeout time.Duration
+	ipoibStandIn  bool
 	// noUndo keeps Attach from undoing on failure: tests use it to leave the system as a
 	// crash at that point would.
 	noUndo bool
