@@ -106,6 +106,8 @@ func TestMessages(t *testing.T) {
 		{name: "env twins are prefixed", args: []string{"discover"}, env: map[string]string{"RDMA_DRA_SYSFS_ROOT": root, "RDMA_DRA_OUTPUT": "json", "OUTPUT": "out.txt"}, code: 0,
 			stdoutHas: []string{`"version": "rdma.dra.io/inventory/v1"`}},
 		{name: "version", args: []string{"version"}, code: 0, stdoutHas: []string{"rdma-dra "}},
+		{name: "help command", args: []string{"help", "discover"}, code: 0, stdoutHas: []string{"rdma-dra discover - list the RDMA ports"}},
+		{name: "no command", args: []string{}, code: 0, stdoutHas: []string{"COMMANDS:", "migrate"}},
 		{name: "completion bash", args: []string{"completion", "bash"}, code: 0, stdoutHas: []string{"complete -o default -F _rdma_dra_complete rdma-dra\n"}},
 		{name: "completion zsh", args: []string{"completion", "zsh"}, code: 0, stdoutHas: []string{"bashcompinit", "_rdma_dra_complete"}},
 		{name: "completion fish", args: []string{"completion", "fish"}, code: 0, stdoutHas: []string{"complete -c rdma-dra", "discover"}},

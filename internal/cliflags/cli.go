@@ -38,8 +38,6 @@ func NewCLI(name, usage, envPrefix string, commands []*cli.Command) *cli.App {
 		EnableBashCompletion: true,
 		OnUsageError:         OnUsageError,
 		Action:               CommandNotFound,
-		// The root's logging flags are read again by each command's Before.
-		HideHelpCommand: true,
 	}
 	commands = append(commands, versionCommand(), completionCommand())
 	for _, c := range commands {
