@@ -74,6 +74,8 @@ func (v *flagValues) flags() []cli.Flag {
 		&cli.StringFlag{Name: "daemonset-name", Usage: "the plugin's DaemonSet; with --namespace: clean the node up when it is uninstalled", EnvVars: []string{"DAEMONSET_NAME"}, Destination: &c.DaemonSetName},
 		&cli.Float64Flag{Name: "kube-api-qps", Usage: "client-side rate limit of the plugin's API requests per second (sustained); the kubelet's default", Value: plugin.DefaultKubeAPIQPS, EnvVars: []string{"KUBE_API_QPS"}, Destination: &c.KubeAPIQPS},
 		&cli.IntFlag{Name: "kube-api-burst", Usage: "client-side rate limit: API requests allowed at once above --kube-api-qps; the kubelet's default", Value: plugin.DefaultKubeAPIBurst, EnvVars: []string{"KUBE_API_BURST"}, Destination: &c.KubeAPIBurst},
+		&cli.Float64Flag{Name: "status-api-qps", Usage: "client-side rate limit of claim status writes per second (sustained), a client of their own so that they never delay a prepare", Value: plugin.DefaultStatusAPIQPS, EnvVars: []string{"STATUS_API_QPS"}, Destination: &c.StatusAPIQPS},
+		&cli.IntFlag{Name: "status-api-burst", Usage: "claim status writes allowed at once above --status-api-qps", Value: plugin.DefaultStatusAPIBurst, EnvVars: []string{"STATUS_API_BURST"}, Destination: &c.StatusAPIBurst},
 		&cli.StringFlag{Name: "boot-id-path", Usage: "the kernel's boot ID file, which invalidates the checkpoint after a reboot", Value: checkpoint.DefaultBootIDPath, EnvVars: []string{"BOOT_ID_PATH"}, Destination: &c.BootIDPath},
 	}
 }

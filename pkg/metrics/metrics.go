@@ -39,6 +39,7 @@ type Plugin struct {
 	cleanupRemoved   *prometheus.CounterVec
 	model            *prometheus.GaugeVec
 	healthMetrics
+	statusMetrics
 }
 
 // NewPlugin creates the metrics and registers them, with the Go and process collectors,
@@ -94,6 +95,7 @@ func NewPlugin() *Plugin {
 			Help: "1 for the device model this node publishes (partitionable or legacy).",
 		}, []string{"model"}),
 		healthMetrics: newHealthMetrics(),
+		statusMetrics: newStatusMetrics(),
 	}
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: Namespace, Name: "build_info",
@@ -109,6 +111,7 @@ func NewPlugin() *Plugin {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	m.registry.MustRegister(m.healthMetrics.collectors()...)
+	m.registry.MustRegister(m.statusMetrics.collectors()...)
 	// Make the labelled series exist from the start, so that rate() and absent() work
 	// before the first event.
 	for _, r := range []string{ResultSuccess, ResultError} {

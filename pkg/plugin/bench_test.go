@@ -108,7 +108,9 @@ func benchmarkPrepare(b *testing.B, workers, devices int) {
 	wg.Wait()
 	elapsed := time.Since(start)
 	b.StopTimer()
-	d.status.pending.Wait()
+	if err := d.status.waitIdle(context.Background()); err != nil {
+		b.Fatal(err)
+	}
 	slices.Sort(durations)
 	quantile := func(q float64) float64 {
 		i := int(q * float64(len(durations)-1))

@@ -65,7 +65,7 @@ type Driver struct {
 	health     HealthWatcher
 	metrics    *metrics.Plugin
 	clock      clock.PassiveClock
-	status     *statusWriter
+	status     *StatusWriter
 	hold       *Failpoint
 	claims     *claimLocks
 	// fatal stops the process after an error that retrying cannot fix.
@@ -95,8 +95,12 @@ var _ kubeletplugin.DRAPlugin = &Driver{}
 type DriverOptions struct {
 	// DriverName and NodeName are the driver's and the node's names.
 	DriverName, NodeName string
-	// Kube is the client for claim status and cleanup.
+	// Kube is the client for cleanup, and for claim status when StatusKube is nil.
 	Kube kubernetes.Interface
+	// StatusKube is the client the claim status writer applies with: one with a rate
+	// limiter of its own, so that status writes never wait in front of the helper's
+	// GET of a claim the kubelet is preparing (status.go).
+	StatusKube kubernetes.Interface
 	// Store is the checkpoint in the plugin data directory.
 	Store *checkpoint.Store
 	// Specs writes the CDI specs.
@@ -157,7 +161,11 @@ func NewDriver(ctx context.Context, opts DriverOptions) (*Driver, error) {
 	if d.fatal == nil {
 		d.fatal = func(error) {}
 	}
-	d.status = newStatusWriter(d.driverName, d.kube, d.clock)
+	statusKube := opts.StatusKube
+	if statusKube == nil {
+		statusKube = d.kube
+	}
+	d.status = NewStatusWriter(StatusOptions{DriverName: d.driverName, Kube: statusKube, Clock: d.clock, Metrics: d.metrics})
 	claims, err := newClaimLocks(filepath.Join(d.store.Dir(), claimLockDir))
 	if err != nil {
 		return nil, err
@@ -228,6 +236,10 @@ func (d *Driver) recoverCheckpoint(ctx context.Context, loaded checkpoint.Loaded
 
 // RunStatusWriter writes the claims' device status in the background until ctx ends.
 func (d *Driver) RunStatusWriter(ctx context.Context) { d.status.Run(ctx) }
+
+// ClaimStatus is the writer of the claims' status.devices: the network attachment
+// reports what a pod got through it (StatusWriter.Update).
+func (d *Driver) ClaimStatus() *StatusWriter { return d.status }
 
 func (d *Driver) updateGauges(cp *checkpoint.Checkpoint) {
 	d.metrics.SetPreparedClaims(len(cp.Claims))

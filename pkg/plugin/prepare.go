@@ -328,6 +328,9 @@ func (d *Driver) unprepare(ctx context.Context, claims []kubeletplugin.Namespace
 			continue
 		}
 		d.stepDone(stepSpecRemoved)
+		// A status not written yet no longer matters; the writer's pending set stays
+		// bounded by the prepared claims.
+		d.status.Forget(claim.UID)
 		results[claim.UID] = nil
 		removed = append(removed, uid)
 	}

@@ -281,7 +281,9 @@ func TestCleanupRemovesOrphansOnly(t *testing.T) {
 	// Claim status is written in the background. Let it finish before the claims are
 	// deleted: the fake clientset's apply would create a deleted claim anew, which a real
 	// API server does not do for the status subresource.
-	d.status.pending.Wait()
+	if err := d.status.waitIdle(h.ctx); err != nil {
+		t.Fatal(err)
+	}
 	// A spec with neither entry nor claim, as after a lost checkpoint.
 	specs := cdi.NewWriter(cdi.Options{SpecDir: h.cdiDir, Exists: func(string) bool { return true }})
 	lost := uidFor("lost")
@@ -361,7 +363,7 @@ func TestInstallHook(t *testing.T) {
 func TestConfigValidate(t *testing.T) {
 	good := Config{NodeName: "n", DriverName: "rdma.dra.io", RescanInterval: time.Second, CleanupInterval: time.Minute, Model: ModelAuto, HealthcheckPort: -1,
 		HealthPollInterval: time.Second, TaintEffect: resourceapi.DeviceTaintEffectNoSchedule, MaxRepublishPerMinute: 20,
-		KubeAPIQPS: DefaultKubeAPIQPS, KubeAPIBurst: DefaultKubeAPIBurst}
+		KubeAPIQPS: DefaultKubeAPIQPS, KubeAPIBurst: DefaultKubeAPIBurst, StatusAPIQPS: DefaultStatusAPIQPS, StatusAPIBurst: DefaultStatusAPIBurst}
 	tests := []struct {
 		name   string
 		change func(*Config)
@@ -378,6 +380,8 @@ func TestConfigValidate(t *testing.T) {
 		{name: "zero QPS", change: func(c *Config) { c.KubeAPIQPS = 0 }, want: "--kube-api-qps must be positive, got 0"},
 		{name: "fractional QPS", change: func(c *Config) { c.KubeAPIQPS = 0.5 }},
 		{name: "zero burst", change: func(c *Config) { c.KubeAPIBurst = 0 }, want: "--kube-api-burst must be at least 1, got 0"},
+		{name: "zero status QPS", change: func(c *Config) { c.StatusAPIQPS = 0 }, want: "--status-api-qps must be positive, got 0"},
+		{name: "zero status burst", change: func(c *Config) { c.StatusAPIBurst = 0 }, want: "--status-api-burst must be at least 1, got 0"},
 		{name: "damping of one", change: func(c *Config) { c.MaxRepublishPerMinute = 1 }, want: "--max-republish-per-minute: max republishes per minute must be 0 (no damping) or at least 2, got 1"},
 	}
 	for _, tc := range tests {

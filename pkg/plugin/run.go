@@ -89,12 +89,16 @@ type Config struct {
 	// client (see DefaultKubeAPIQPS).
 	KubeAPIQPS   float64
 	KubeAPIBurst int
+	// StatusAPIQPS and StatusAPIBurst are the rate limit of the claim status writer's
+	// client (see DefaultStatusAPIQPS).
+	StatusAPIQPS   float64
+	StatusAPIBurst int
 }
 
 // DefaultKubeAPIQPS and DefaultKubeAPIBurst are the plugin's client-side rate limit, the
 // same as the kubelet's defaults (kubeAPIQPS 50, kubeAPIBurst 100). Every prepare costs
-// two requests (the helper's GET of the claim and the status apply), so the burst covers
-// a node that starts about 50 pods with a claim each at once, and 50 per second sustained
+// one request on this client (the helper's GET of the claim; status goes through a client
+// of its own), so the burst covers a node that starts 100 pods with a claim each at once, and 50 per second sustained
 // is far above what a node's pod churn needs, while the limit still bounds what one node
 // can do to the API server if something loops. On 1000 nodes the plugin adds at most what
 // the kubelets themselves may already send for those pods (which GET the same claims);
@@ -103,6 +107,16 @@ type Config struct {
 const (
 	DefaultKubeAPIQPS   = 50
 	DefaultKubeAPIBurst = 100
+)
+
+// DefaultStatusAPIQPS and DefaultStatusAPIBurst limit the claim status writer's own
+// client. Status is written off the prepare path and coalesced per claim, so the budget
+// only decides how soon a status appears, never whether: 5 per second covers a node's pod
+// churn (300 pods a minute), a burst of 10 writes the first pods of a burst at once, and
+// a node never spends more of the API server on a field that no component acts on.
+const (
+	DefaultStatusAPIQPS   = 5
+	DefaultStatusAPIBurst = 10
 )
 
 // DataDir is the plugin data directory: the DRA socket, the checkpoint and its lock.
@@ -125,6 +139,7 @@ func (c Config) KeysAndValues() []any {
 		"prepareHoldFile", c.PrepareHoldFile,
 		"namespace", c.Namespace, "daemonSetName", c.DaemonSetName,
 		"kubeAPIQPS", c.KubeAPIQPS, "kubeAPIBurst", c.KubeAPIBurst,
+		"statusAPIQPS", c.StatusAPIQPS, "statusAPIBurst", c.StatusAPIBurst,
 	}
 }
 
@@ -164,6 +179,12 @@ func (c Config) Validate() error {
 	if c.KubeAPIBurst < 1 {
 		errs = append(errs, fmt.Errorf("--kube-api-burst must be at least 1, got %d", c.KubeAPIBurst))
 	}
+	if c.StatusAPIQPS <= 0 {
+		errs = append(errs, fmt.Errorf("--status-api-qps must be positive, got %g", c.StatusAPIQPS))
+	}
+	if c.StatusAPIBurst < 1 {
+		errs = append(errs, fmt.Errorf("--status-api-burst must be at least 1, got %d", c.StatusAPIBurst))
+	}
 	return errors.Join(errs...)
 }
 
@@ -178,6 +199,12 @@ func Run(ctx context.Context, cfg Config) error {
 	defer stop(nil)
 
 	kube, err := newKubeClient(cfg.Kubeconfig, cfg.KubeAPIQPS, cfg.KubeAPIBurst)
+	if err != nil {
+		return err
+	}
+	// Claim status has a rate limiter of its own: on the shared client its writes would
+	// queue in front of the helper's GET of every claim the kubelet prepares.
+	statusKube, err := newKubeClient(cfg.Kubeconfig, cfg.StatusAPIQPS, cfg.StatusAPIBurst)
 	if err != nil {
 		return err
 	}
@@ -218,6 +245,7 @@ func Run(ctx context.Context, cfg Config) error {
 		DriverName:      cfg.DriverName,
 		NodeName:        cfg.NodeName,
 		Kube:            kube,
+		StatusKube:      statusKube,
 		Store:           store,
 		Specs:           specs,
 		Devices:         publisher,

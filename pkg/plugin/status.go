@@ -3,22 +3,28 @@ package plugin
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	resourceac "k8s.io/client-go/applyconfigurations/resource/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/rdma-dra/rdma-dra-driver/pkg/cdi"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/metrics"
 )
 
 // ConditionReady is the condition the plugin sets on each device it prepared.
@@ -36,85 +42,317 @@ type DeviceData struct {
 	UVerbs string `json:"uverbs,omitempty"`
 }
 
-// statusQueueSize bounds the status updates waiting for the API server; beyond it
-// updates are dropped with a log line (status is informational).
-const statusQueueSize = 1024
+// ClaimRef names the claim a status is for. The UID makes the write fail instead of
+// touching a claim that was deleted and created again under the same name; Generation
+// is the observedGeneration of the conditions.
+type ClaimRef struct {
+	Namespace, Name string
+	UID             types.UID
+	Generation      int64
+}
 
-// statusWriter writes status.devices of prepared claims with server-side apply, owned by
-// the field manager of the driver's name, so that it neither races with nor overwrites
-// other writers of the claim's status.
+// NetworkDeviceData is what a pod got of a device's network (status.devices[].networkData).
+type NetworkDeviceData struct {
+	// InterfaceName is the interface's name inside the pod.
+	InterfaceName string
+	// IPs are the interface's addresses in CIDR form ("192.0.2.5/24").
+	IPs []string
+	// HardwareAddress is the interface's MAC address.
+	HardwareAddress string
+}
+
+// DeviceStatus is the status of one prepared device of a claim, identified by pool,
+// device and share ID like the allocation result it belongs to.
+type DeviceStatus struct {
+	Pool, Device, ShareID string
+	// Data is written to status.devices[].data; nil writes none.
+	Data *DeviceData
+	// Network, when set, is written to status.devices[].networkData.
+	Network *NetworkDeviceData
+}
+
+// StatusOptions configure a StatusWriter.
+type StatusOptions struct {
+	// DriverName is the status entries' driver and the field manager of the apply.
+	DriverName string
+	// Kube is the client the writer applies with. It should have a rate limiter of its
+	// own (run.go gives it --status-api-qps), so that status never queues in front of
+	// the kubelet's prepares on the helper's client. Nil disables the writer.
+	Kube kubernetes.Interface
+	// Clock stamps the conditions and measures the lag; nil is the real clock.
+	Clock clock.PassiveClock
+	// Metrics receives the lag, the pending count and the outcomes; nil creates a
+	// private set.
+	Metrics *metrics.Plugin
+	// Workers write at the same time; 0 is DefaultStatusWorkers.
+	Workers int
+	// RetryBase and RetryMax bound the exponential backoff of a claim whose write
+	// failed; zero is DefaultStatusRetryBase and DefaultStatusRetryMax.
+	RetryBase, RetryMax time.Duration
+}
+
+// Defaults of StatusOptions.
+const (
+	DefaultStatusWorkers   = 2
+	DefaultStatusRetryBase = 100 * time.Millisecond
+	DefaultStatusRetryMax  = 30 * time.Second
+)
+
+// StatusWriter keeps the desired device status of every prepared claim and writes it to
+// the claim's status.devices with server-side apply (field manager = the driver name),
+// so that it neither races with nor overwrites other writers of the claim's status.
 //
-// Writes happen in the background (Run): a slow or rate-limited API server must not hold
-// up a pod's start for a field that is for humans and tools. A crash may lose a queued
-// update; the pod runs all the same.
-type statusWriter struct {
-	driverName      string
-	kube            kubernetes.Interface
-	clock           clock.PassiveClock
+// Invariants:
+//   - Nothing is dropped: every Set or Update is written unless a later one for the same
+//     claim replaced it first (then the later one is written), the claim was forgotten
+//     (unprepared: its status no longer matters), or the API server answered with an
+//     error that retrying cannot fix (forbidden, not found, another claim under the same
+//     name, invalid), which is counted and logged.
+//   - The pending set is bounded by the number of prepared claims: one entry per claim
+//     UID, and a work queue that holds each UID at most once.
+//   - Other errors are retried with per-claim exponential backoff, without limit while
+//     the claim stays prepared.
+//
+// Writes happen in the background (Run), never on the prepare path: the kubelet's
+// prepare must not wait for a field that no component acts on.
+type StatusWriter struct {
+	opts    StatusOptions
+	queue   workqueue.TypedRateLimitingInterface[types.UID]
+	metrics *metrics.Plugin
+
+	mu     sync.Mutex
+	claims map[types.UID]*claimStatus
+	// pending counts the dirty claims.
+	pending int
+	// idle is closed and replaced when the last dirty claim was written (waitIdle).
+	idle chan struct{}
+
 	forbiddenLogged atomic.Bool
-	queue           chan statusJob
-	// pending counts queued and running jobs, so that tests and benchmarks can wait
-	// for the writer to be idle.
-	pending sync.WaitGroup
 }
 
-type statusJob struct {
-	claim    *resourceapi.ResourceClaim
-	prepared []checkpoint.Device
-	devices  []cdi.ClaimDevice
-	at       metav1.Time
+// claimStatus is the desired status of one claim.
+type claimStatus struct {
+	ref     ClaimRef
+	devices []DeviceStatus
+	// version counts changes; a write completes the claim only if no change came in
+	// while it was on the wire.
+	version uint64
+	// written is the version the API server has (or refused for good); the claim is
+	// dirty while written != version.
+	written uint64
+	// taken is the version a worker last took to write.
+	taken uint64
+	// dirtySince is when the oldest unwritten change came in: the lag starts there.
+	// takenChangedAt is when the first change after taken came in.
+	dirtySince, takenChangedAt time.Time
+	// readySince is the Ready condition's lastTransitionTime: kept across rewrites.
+	readySince metav1.Time
 }
 
-func newStatusWriter(driverName string, kube kubernetes.Interface, c clock.PassiveClock) *statusWriter {
-	return &statusWriter{driverName: driverName, kube: kube, clock: c, queue: make(chan statusJob, statusQueueSize)}
+func (c *claimStatus) dirty() bool { return c.written != c.version }
+
+// NewStatusWriter returns a writer; Run makes it write.
+func NewStatusWriter(opts StatusOptions) *StatusWriter {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = DefaultStatusWorkers
+	}
+	if opts.RetryBase <= 0 {
+		opts.RetryBase = DefaultStatusRetryBase
+	}
+	if opts.RetryMax <= 0 {
+		opts.RetryMax = DefaultStatusRetryMax
+	}
+	m := opts.Metrics
+	if m == nil {
+		m = metrics.NewPlugin()
+	}
+	return &StatusWriter{
+		opts:    opts,
+		metrics: m,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](opts.RetryBase, opts.RetryMax),
+			workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "claim_status"}),
+		claims: map[types.UID]*claimStatus{},
+		idle:   make(chan struct{}),
+	}
 }
 
-// enqueue schedules the status of a prepared claim.
-func (s *statusWriter) enqueue(ctx context.Context, claim *resourceapi.ResourceClaim, prepared []checkpoint.Device, devices []cdi.ClaimDevice) {
-	if s.kube == nil || len(prepared) == 0 {
+// Set replaces the desired status of the claim's devices of this driver with devices
+// and schedules the write; the latest call wins. It never blocks on the API server.
+func (s *StatusWriter) Set(ref ClaimRef, devices []DeviceStatus) {
+	s.Update(ref, func([]DeviceStatus) []DeviceStatus { return devices })
+}
+
+// Update changes the desired status of a claim with change, which gets the current
+// devices (nil when the claim has none yet, a copy it may modify) and returns the new
+// ones, and schedules the write. Change runs under the writer's lock: it must be quick
+// and must not call the writer. A caller that adds to what prepare set (say, network
+// data after the pod's sandbox exists) uses Update rather than Set.
+func (s *StatusWriter) Update(ref ClaimRef, change func([]DeviceStatus) []DeviceStatus) {
+	if s == nil || s.opts.Kube == nil {
 		return
 	}
-	job := statusJob{claim: claim, prepared: prepared, devices: devices, at: metav1.NewTime(s.clock.Now().Truncate(1e9))}
-	s.pending.Add(1)
-	select {
-	case s.queue <- job:
+	now := s.opts.Clock.Now()
+	s.mu.Lock()
+	c := s.claims[ref.UID]
+	if c == nil {
+		c = &claimStatus{readySince: metav1.NewTime(now.Truncate(time.Second))}
+		s.claims[ref.UID] = c
+	}
+	var current []DeviceStatus
+	if c.devices != nil {
+		current = cloneDeviceStatus(c.devices)
+	}
+	switch {
+	case !c.dirty():
+		c.dirtySince = now
+		s.pending++
+		s.metrics.SetClaimStatusPending(s.pending)
+	case c.version != c.taken:
+		// The unwritten change is replaced before a worker took it.
+		s.metrics.ObserveClaimStatus(metrics.StatusCoalesced)
+	}
+	if c.version == c.taken {
+		c.takenChangedAt = now
+	}
+	c.ref = ref
+	c.devices = change(current)
+	c.version++
+	s.mu.Unlock()
+	s.queue.Add(ref.UID)
+}
+
+// Forget drops what is known about the claim: it was unprepared, and a status not yet
+// written no longer matters. Safe to call for a claim the writer does not know.
+func (s *StatusWriter) Forget(uid types.UID) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	if c := s.claims[uid]; c != nil {
+		delete(s.claims, uid)
+		if c.dirty() {
+			s.metrics.ObserveClaimStatus(metrics.StatusForgotten)
+			s.pending--
+			s.metrics.SetClaimStatusPending(s.pending)
+			s.signalIdleLocked()
+		}
+	}
+	s.mu.Unlock()
+	// The UID may still be queued; the worker finds no claim and moves on.
+	s.queue.Forget(uid)
+}
+
+// Run writes until ctx ends, with opts.Workers workers.
+func (s *StatusWriter) Run(ctx context.Context) {
+	if s.opts.Kube == nil {
+		<-ctx.Done()
+		return
+	}
+	var wg sync.WaitGroup
+	for range s.opts.Workers {
+		wg.Go(func() {
+			for s.processNext(ctx) {
+			}
+		})
+	}
+	<-ctx.Done()
+	s.queue.ShutDown()
+	wg.Wait()
+}
+
+// processNext writes the status of one queued claim; false when the queue shut down.
+func (s *StatusWriter) processNext(ctx context.Context) bool {
+	uid, shutdown := s.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer s.queue.Done(uid)
+	s.mu.Lock()
+	c := s.claims[uid]
+	if c == nil || !c.dirty() {
+		s.mu.Unlock()
+		s.queue.Forget(uid)
+		return true
+	}
+	ref, devices, version, readySince := c.ref, cloneDeviceStatus(c.devices), c.version, c.readySince
+	c.taken = version
+	s.mu.Unlock()
+
+	err := s.apply(ctx, ref, devices, readySince)
+	final := err == nil || finalStatusError(err)
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.claims[uid] != c {
+		// Forgotten while on the wire (and maybe set anew: then the UID was queued
+		// again and is handed out after Done).
+		return true
+	}
+	switch {
+	case err == nil:
+		if c.version == version {
+			s.metrics.ObserveClaimStatusLag(s.opts.Clock.Since(c.dirtySince))
+		}
+		s.metrics.ObserveClaimStatus(metrics.StatusWritten)
+	case final:
+		s.metrics.ObserveClaimStatus(metrics.StatusFailed)
+		s.logFinal(ctx, ref, err)
 	default:
-		s.pending.Done()
-		klog.FromContext(ctx).Error(nil, "Too many claim status updates pending, dropping one", "claim", klog.KObj(claim))
-	}
-}
-
-// Run writes queued status updates until ctx ends.
-func (s *statusWriter) Run(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case job := <-s.queue:
-			s.write(ctx, job)
-			s.pending.Done()
+		if ctx.Err() == nil {
+			klog.FromContext(ctx).V(2).Info("Could not write claim device status, retrying", "claim", klog.KRef(ref.Namespace, ref.Name), "err", err)
+			s.metrics.ObserveClaimStatus(metrics.StatusRetried)
+			s.queue.AddRateLimited(uid)
 		}
+		return true
 	}
+	s.queue.Forget(uid)
+	c.written = version
+	if c.version == version {
+		s.pending--
+		s.metrics.SetClaimStatusPending(s.pending)
+		s.signalIdleLocked()
+	} else {
+		// Changed meanwhile: Update queued the UID again, and the queue hands it out
+		// once this Done returns. The lag of that change starts when it came in.
+		c.dirtySince = c.takenChangedAt
+	}
+	return true
 }
 
-// write applies the status of the claim's devices. Failures are logged only.
-func (s *statusWriter) write(ctx context.Context, job statusJob) {
-	claim, prepared, devices, now := job.claim, job.prepared, job.devices, job.at
+// finalStatusError reports whether retrying the write cannot help: the claim is gone or
+// was replaced (UID precondition), the plugin may not write it, or the API server refuses
+// the content (the allocation changed under it). A later Set is written anew.
+func finalStatusError(err error) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsNotFound(err) || apierrors.IsConflict(err) ||
+		apierrors.IsInvalid(err) || apierrors.IsGone(err)
+}
+
+func (s *StatusWriter) logFinal(ctx context.Context, ref ClaimRef, err error) {
 	logger := klog.FromContext(ctx)
+	switch {
+	case apierrors.IsForbidden(err):
+		// Logged once: without the permission every claim fails the same way.
+		if !s.forbiddenLogged.Swap(true) {
+			logger.Error(err, "Not allowed to write ResourceClaim device status; grant resourceclaims/status patch and resourceclaims/driver associated-node:patch (see docs/kubelet-plugin.md). Claims are still prepared.",
+				"claim", klog.KRef(ref.Namespace, ref.Name))
+		}
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err), apierrors.IsGone(err):
+		logger.V(2).Info("Claim is gone, not writing its device status", "claim", klog.KRef(ref.Namespace, ref.Name), "claimUID", ref.UID, "err", err)
+	default:
+		logger.Error(err, "Could not write ResourceClaim device status", "claim", klog.KRef(ref.Namespace, ref.Name))
+	}
+}
+
+// apply writes the claim's status.devices of this driver.
+func (s *StatusWriter) apply(ctx context.Context, ref ClaimRef, devices []DeviceStatus, readySince metav1.Time) error {
 	status := resourceac.ResourceClaimStatus()
-	for i, dev := range prepared {
-		port := devices[i].Port
-		data := DeviceData{IBDev: port.IBDev, Port: port.Port, LinkLayer: port.LinkLayer, GIDIndex: port.GIDIndex, Netdev: port.Netdev}
-		if port.Verbs != nil {
-			data.UVerbs = path.Join("/dev/infiniband", port.Verbs.Name)
-		}
-		raw, err := json.Marshal(data)
-		if err != nil {
-			logger.Error(err, "Encode device status data", "device", dev.Device)
-			return
-		}
+	for _, dev := range devices {
 		ds := resourceac.AllocatedDeviceStatus().
-			WithDriver(s.driverName).
+			WithDriver(s.opts.DriverName).
 			WithPool(dev.Pool).
 			WithDevice(dev.Device).
 			WithConditions(metav1ac.Condition().
@@ -122,28 +360,131 @@ func (s *statusWriter) write(ctx context.Context, job statusJob) {
 				WithStatus(metav1.ConditionTrue).
 				WithReason("Prepared").
 				WithMessage("CDI spec written").
-				WithObservedGeneration(claim.Generation).
-				WithLastTransitionTime(now)).
-			WithData(runtime.RawExtension{Raw: raw})
+				WithObservedGeneration(ref.Generation).
+				WithLastTransitionTime(readySince))
 		if dev.ShareID != "" {
 			ds = ds.WithShareID(dev.ShareID)
 		}
+		if dev.Data != nil {
+			raw, err := json.Marshal(dev.Data)
+			if err != nil {
+				return fmt.Errorf("encode device status data: %w", err)
+			}
+			ds = ds.WithData(runtime.RawExtension{Raw: raw})
+		}
+		if n := dev.Network; n != nil {
+			nd := resourceac.NetworkDeviceData()
+			if n.InterfaceName != "" {
+				nd = nd.WithInterfaceName(n.InterfaceName)
+			}
+			if len(n.IPs) > 0 {
+				nd = nd.WithIPs(n.IPs...)
+			}
+			if n.HardwareAddress != "" {
+				nd = nd.WithHardwareAddress(n.HardwareAddress)
+			}
+			ds = ds.WithNetworkData(nd)
+		}
 		status = status.WithDevices(ds)
 	}
-	// The UID makes the apply fail instead of touching a claim that was deleted and
-	// created again under the same name.
-	ac := resourceac.ResourceClaim(claim.Name, claim.Namespace).WithUID(claim.UID).WithStatus(status)
-	_, err := s.kube.ResourceV1().ResourceClaims(claim.Namespace).ApplyStatus(ctx, ac, metav1.ApplyOptions{FieldManager: s.driverName, Force: true})
-	switch {
-	case err == nil:
-		logger.V(4).Info("Wrote claim device status", "claim", klog.KObj(claim), "devices", len(prepared))
-	case apierrors.IsForbidden(err):
-		// Logged once: without the permission every claim fails the same way.
-		if !s.forbiddenLogged.Swap(true) {
-			logger.Error(err, "Not allowed to write ResourceClaim device status; grant resourceclaims/status patch and resourceclaims/driver associated-node:patch (see docs/kubelet-plugin.md). Claims are still prepared.",
-				"claim", klog.KObj(claim))
-		}
-	default:
-		logger.Error(err, "Could not write ResourceClaim device status", "claim", klog.KObj(claim))
+	ac := resourceac.ResourceClaim(ref.Name, ref.Namespace).WithUID(ref.UID).WithStatus(status)
+	_, err := s.opts.Kube.ResourceV1().ResourceClaims(ref.Namespace).ApplyStatus(ctx, ac, metav1.ApplyOptions{FieldManager: s.opts.DriverName, Force: true})
+	if err != nil {
+		return fmt.Errorf("apply claim status: %w", err)
 	}
+	klog.FromContext(ctx).V(4).Info("Wrote claim device status", "claim", klog.KRef(ref.Namespace, ref.Name), "devices", len(devices))
+	return nil
+}
+
+// Pending is the number of claims whose latest status is not written yet.
+func (s *StatusWriter) Pending() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pending
+}
+
+// signalIdleLocked wakes waitIdle when nothing is pending any more.
+func (s *StatusWriter) signalIdleLocked() {
+	if s.pending == 0 {
+		close(s.idle)
+		s.idle = make(chan struct{})
+	}
+}
+
+// waitIdle waits until every known claim's latest status is written (or failed for
+// good) or ctx ends; tests and benchmarks use it.
+func (s *StatusWriter) waitIdle(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		n, ch := s.pending, s.idle
+		s.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("wait for claim status: %d claims pending: %w", n, ctx.Err())
+		}
+	}
+}
+
+func cloneDeviceStatus(in []DeviceStatus) []DeviceStatus {
+	out := slices.Clone(in)
+	for i := range out {
+		if d := out[i].Data; d != nil {
+			c := *d
+			if d.GIDIndex != nil {
+				g := *d.GIDIndex
+				c.GIDIndex = &g
+			}
+			out[i].Data = &c
+		}
+		if n := out[i].Network; n != nil {
+			c := *n
+			c.IPs = slices.Clone(n.IPs)
+			out[i].Network = &c
+		}
+	}
+	return out
+}
+
+// refOf is the ClaimRef of a claim object.
+func refOf(claim *resourceapi.ResourceClaim) ClaimRef {
+	return ClaimRef{Namespace: claim.Namespace, Name: claim.Name, UID: claim.UID, Generation: claim.Generation}
+}
+
+// prepareStatus is the status prepare reports for a claim: each prepared device is Ready
+// and names its port.
+func prepareStatus(prepared []checkpoint.Device, devices []cdi.ClaimDevice) []DeviceStatus {
+	out := make([]DeviceStatus, 0, len(prepared))
+	for i, dev := range prepared {
+		port := devices[i].Port
+		data := &DeviceData{IBDev: port.IBDev, Port: port.Port, LinkLayer: port.LinkLayer, GIDIndex: port.GIDIndex, Netdev: port.Netdev}
+		if port.Verbs != nil {
+			data.UVerbs = path.Join("/dev/infiniband", port.Verbs.Name)
+		}
+		out = append(out, DeviceStatus{Pool: dev.Pool, Device: dev.Device, ShareID: dev.ShareID, Data: data})
+	}
+	return out
+}
+
+// enqueue is prepare's call: it sets the status of a prepared claim, keeping network
+// data that a later step (network attachment) reported for the same devices. It costs
+// no API request.
+func (s *StatusWriter) enqueue(_ context.Context, claim *resourceapi.ResourceClaim, prepared []checkpoint.Device, devices []cdi.ClaimDevice) {
+	if len(prepared) == 0 {
+		return
+	}
+	next := prepareStatus(prepared, devices)
+	s.Update(refOf(claim), func(current []DeviceStatus) []DeviceStatus {
+		for i := range next {
+			for _, c := range current {
+				if c.Pool == next[i].Pool && c.Device == next[i].Device && c.ShareID == next[i].ShareID {
+					next[i].Network = c.Network
+				}
+			}
+		}
+		return next
+	})
 }
