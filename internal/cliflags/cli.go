@@ -158,7 +158,11 @@ func completionCommand() *cli.Command {
 				_, err := io.WriteString(w, "autoload -U +X bashcompinit && bashcompinit\n"+bashCompletion(name))
 				return err
 			case "fish":
-				s, err := c.App.ToFishCompletion()
+				// urfave's fish writer recurses through the help command, which is its
+				// own subcommand: write it for the commands without help.
+				a := *c.App
+				a.Commands = withoutHelp(c.App.Commands)
+				s, err := a.ToFishCompletion()
 				if err != nil {
 					return fmt.Errorf("write fish completion: %w", err)
 				}
@@ -170,6 +174,20 @@ func completionCommand() *cli.Command {
 			}
 		},
 	}
+}
+
+// withoutHelp copies commands, leaving out the help command at every level.
+func withoutHelp(cmds []*cli.Command) []*cli.Command {
+	var out []*cli.Command
+	for _, c := range cmds {
+		if c.Name == "help" {
+			continue
+		}
+		cp := *c
+		cp.Subcommands = withoutHelp(c.Subcommands)
+		out = append(out, &cp)
+	}
+	return out
 }
 
 // bashCompletion asks the binary itself for candidates (urfave's
