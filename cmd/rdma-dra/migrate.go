@@ -72,6 +72,9 @@ func runMigrate(c *cli.Context, cfg *migrateConfig) error {
 		return cliflags.Usagef("give exactly one of %s and %s", migrate.FlagShared, migrate.FlagSRIOV)
 	}
 	file := cfg.sharedFile + cfg.sriovFile
+	if file == "-" && cfg.existingFile == "-" {
+		return cliflags.Usagef("only one of the input and --existing can be read from stdin")
+	}
 	data, err := readInput(file, c.App.Reader)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", file, err)

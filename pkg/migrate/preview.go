@@ -85,8 +85,8 @@ type PreviewRow struct {
 
 // Preview evaluates, on one node's inventory, which ports each entry selected under its
 // device plugin and which its pool selects: the pool through the DeviceClass CEL the
-// controller would write, on the devices the kubelet plugin would publish (node
-// configuration nodeCfg's zero value: every port, both modes).
+// controller would write, on the devices the kubelet plugin would publish with the
+// default node configuration (every port, both modes).
 func Preview(ctx context.Context, res *Result, inv *discovery.Inventory, facts PCIFacts) ([]PreviewRow, error) {
 	model, err := devicemodel.Build(inv, devicemodel.Options{NodeName: "preview"})
 	if err != nil {
@@ -132,7 +132,7 @@ func Preview(ctx context.Context, res *Result, inv *discovery.Inventory, facts P
 	for _, port := range inv.Ports {
 		row := PreviewRow{Port: port}
 		for i, e := range res.Entries {
-			row.Old = append(row.Old, e.selects(port, inv, facts))
+			row.Old = append(row.Old, e.selects(port, facts))
 			row.New = append(row.New, selected[i][portKey(port)])
 		}
 		rows = append(rows, row)
@@ -143,7 +143,7 @@ func Preview(ctx context.Context, res *Result, inv *discovery.Inventory, facts P
 func portKey(p discovery.Port) string { return p.IBDev + "/" + strconv.Itoa(p.Port) }
 
 // selects is the plugin's selection of the entry: a device matching any set.
-func (e Entry) selects(p discovery.Port, inv *discovery.Inventory, facts PCIFacts) Verdict {
+func (e Entry) selects(p discovery.Port, facts PCIFacts) Verdict {
 	// Both plugins list PCI network functions: a device without one (soft-RoCE) is
 	// never theirs.
 	if p.Virtual || p.PCIBusID == "" {
