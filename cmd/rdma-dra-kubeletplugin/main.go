@@ -5,6 +5,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -28,6 +29,7 @@ type flagValues struct {
 	model       string
 	netlink     string
 	taintEffect string
+	nodeIPs     string
 }
 
 func newApp() *cli.App {
@@ -76,6 +78,10 @@ func (v *flagValues) flags() []cli.Flag {
 		&cli.IntFlag{Name: "kube-api-burst", Usage: "client-side rate limit: API requests allowed at once above --kube-api-qps; the kubelet's default", Value: plugin.DefaultKubeAPIBurst, EnvVars: []string{"KUBE_API_BURST"}, Destination: &c.KubeAPIBurst},
 		&cli.Float64Flag{Name: "status-api-qps", Usage: "client-side rate limit of claim status writes per second (sustained), a client of their own so that they never delay a prepare", Value: plugin.DefaultStatusAPIQPS, EnvVars: []string{"STATUS_API_QPS"}, Destination: &c.StatusAPIQPS},
 		&cli.IntFlag{Name: "status-api-burst", Usage: "claim status writes allowed at once above --status-api-qps", Value: plugin.DefaultStatusAPIBurst, EnvVars: []string{"STATUS_API_BURST"}, Destination: &c.StatusAPIBurst},
+		&cli.BoolFlag{Name: "network-attachment", Usage: "attach the networks that claims ask for (RoCE and IPoIB in pods) through the container runtime's NRI; claims that ask for it fail while NRI is not reachable", Value: true, EnvVars: []string{"NETWORK_ATTACHMENT"}, Destination: &c.NetworkAttachment},
+		&cli.StringFlag{Name: "nri-socket", Usage: "the container runtime's NRI socket", Value: plugin.DefaultNRISocket, EnvVars: []string{"NRI_SOCKET"}, Destination: &c.NRISocket},
+		&cli.StringFlag{Name: "rdma-kernel", Usage: "sysfs (the node's RDMA subsystem) or emulated (a mock node: the plugin writes the GID entries of pod addresses into the mock sysfs tree)", Value: plugin.RDMAKernelSysfs, EnvVars: []string{"RDMA_KERNEL"}, Destination: &c.RDMAKernel},
+		&cli.StringFlag{Name: "node-ips", Usage: "comma-separated addresses of the node (the kubelet's node IPs): network mode move never takes the netdev that carries one", EnvVars: []string{"NODE_IPS"}, Destination: &v.nodeIPs},
 		&cli.StringFlag{Name: "boot-id-path", Usage: "the kernel's boot ID file, which invalidates the checkpoint after a reboot", Value: checkpoint.DefaultBootIDPath, EnvVars: []string{"BOOT_ID_PATH"}, Destination: &c.BootIDPath},
 	}
 }
@@ -103,6 +109,11 @@ func (v *flagValues) config() (plugin.Config, error) {
 		cfg.Netlink = false
 	default:
 		return cfg, fmt.Errorf("--netlink must be auto, true or false, got %q", v.netlink)
+	}
+	for _, ip := range strings.Split(v.nodeIPs, ",") {
+		if ip = strings.TrimSpace(ip); ip != "" {
+			cfg.NodeIPs = append(cfg.NodeIPs, ip)
+		}
 	}
 	cfg.PrepareHoldFile = os.Getenv(plugin.PrepareHoldEnv)
 	return cfg, nil

@@ -40,6 +40,7 @@ type Plugin struct {
 	model            *prometheus.GaugeVec
 	healthMetrics
 	statusMetrics
+	networkMetrics
 }
 
 // NewPlugin creates the metrics and registers them, with the Go and process collectors,
@@ -94,8 +95,9 @@ func NewPlugin() *Plugin {
 			Namespace: Namespace, Name: "device_model",
 			Help: "1 for the device model this node publishes (partitionable or legacy).",
 		}, []string{"model"}),
-		healthMetrics: newHealthMetrics(),
-		statusMetrics: newStatusMetrics(),
+		healthMetrics:  newHealthMetrics(),
+		statusMetrics:  newStatusMetrics(),
+		networkMetrics: newNetworkMetrics(),
 	}
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: Namespace, Name: "build_info",
@@ -112,6 +114,7 @@ func NewPlugin() *Plugin {
 	)
 	m.registry.MustRegister(m.healthMetrics.collectors()...)
 	m.registry.MustRegister(m.statusMetrics.collectors()...)
+	m.registry.MustRegister(m.networkMetrics.collectors()...)
 	// Make the labelled series exist from the start, so that rate() and absent() work
 	// before the first event.
 	for _, r := range []string{ResultSuccess, ResultError} {

@@ -68,6 +68,13 @@ type Driver struct {
 	status     *StatusWriter
 	hold       *Failpoint
 	claims     *claimLocks
+	// net attaches claimed networks into pods (podnet.go); nil when network attachment
+	// is off, and netOffReason then says why.
+	net          *podNetwork
+	netOffReason string
+	// netnsExclusive reports whether the node's RDMA subsystem is in exclusive network
+	// namespace mode; nil means shared.
+	netnsExclusive func() bool
 	// fatal stops the process after an error that retrying cannot fix.
 	fatal func(error)
 	// onDroppedFields is told about slices the API server accepted only in part; it
@@ -121,6 +128,12 @@ type DriverOptions struct {
 	Hold *Failpoint
 	// DeviceCounts computes the device gauges from the checkpoint; nil skips them.
 	DeviceCounts func(*checkpoint.Checkpoint) []metrics.DeviceCount
+	// Network enables network attachment into pods; nil turns it off.
+	Network *NetworkOptions
+	// NetworkOffReason says why Network is nil, for the errors of claims that ask for it.
+	NetworkOffReason string
+	// NetnsExclusive reports the node's RDMA netns mode; nil means shared.
+	NetnsExclusive func() bool
 	// CleanupGrace is how long a claim must be gone before Cleanup removes what it
 	// left; zero is DefaultCleanupGrace, negative removes at once (tests).
 	CleanupGrace time.Duration
@@ -148,6 +161,14 @@ func NewDriver(ctx context.Context, opts DriverOptions) (*Driver, error) {
 		deviceCounters:  opts.DeviceCounts,
 		cleanupGrace:    opts.CleanupGrace,
 		orphanSince:     map[string]time.Time{},
+		netOffReason:    opts.NetworkOffReason,
+		netnsExclusive:  opts.NetnsExclusive,
+	}
+	if opts.Network != nil {
+		d.net = &podNetwork{d: d, attacher: opts.Network.Attacher, pools: opts.Network.Pools, socket: opts.Network.Socket}
+	}
+	if d.netnsExclusive == nil {
+		d.netnsExclusive = func() bool { return false }
 	}
 	if d.cleanupGrace == 0 {
 		d.cleanupGrace = DefaultCleanupGrace

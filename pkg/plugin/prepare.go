@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
 
+	"github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/cdi"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
@@ -37,6 +37,8 @@ type claimPlan struct {
 	redo bool
 	// rollback is set when writing failed and the entry is to be dropped again.
 	rollback bool
+	// podsAdded is set when a completed entry learnt of new pods (network.go).
+	podsAdded bool
 }
 
 // prepare prepares claims in three checkpointed stages, holding the claims' locks
@@ -85,7 +87,11 @@ func (d *Driver) prepare(ctx context.Context, claims []*resourceapi.ResourceClai
 			}
 			todo = append(todo, plan)
 		}
-		return len(todo) > 0, nil
+		changed := len(todo) > 0
+		for _, plan := range plans {
+			changed = changed || plan.podsAdded
+		}
+		return changed, nil
 	})
 	if err != nil {
 		return nil, err
@@ -125,6 +131,12 @@ func (d *Driver) reserve(ctx context.Context, cp *checkpoint.Checkpoint, plan *c
 	existing := cp.Claims[uid]
 	if existing != nil && existing.Phase == checkpoint.PhasePrepareCompleted && !existing.Adopted && sameAllocation(existing.Devices, plan.entry.Devices) {
 		if d.specPresent(ctx, plan) {
+			// A shared claim gains pods: their attachments need to know them.
+			added, err := addPods(existing, plan.entry)
+			if err != nil {
+				return kubeletplugin.PrepareResult{Err: err}, true
+			}
+			plan.podsAdded = added
 			return answerFor(existing.Clone()), true
 		}
 		// The spec is gone (a crash between "spec removed" and "entry removed" of an
@@ -140,7 +152,9 @@ func (d *Driver) reserve(ctx context.Context, cp *checkpoint.Checkpoint, plan *c
 		// attempt wrote is removed before the spec is written again (writeClaim), so
 		// that no stale CDI device survives next to the new ones.
 		klog.FromContext(ctx).V(2).Info("Redoing interrupted preparation", "claim", klog.KObj(plan.claim), "phase", existing.Phase, "adopted", existing.Adopted)
-		plan.entry.Network = slices.Clone(existing.Network)
+		if err := keepAttachments(existing, plan.entry); err != nil {
+			return kubeletplugin.PrepareResult{Err: err}, true
+		}
 	}
 	plan.entry.UpdatedAt = d.now()
 	cp.Claims[uid] = plan.entry.Clone()
@@ -214,6 +228,7 @@ func (d *Driver) planDevices(claim *resourceapi.ResourceClaim) (*checkpoint.Clai
 		Phase:     checkpoint.PhasePrepareStarted,
 	}
 	var devices []cdi.ClaimDevice
+	var nets []networkDevice
 	var errs []error
 	reported := map[int]bool{}
 	for _, r := range alloc.Results {
@@ -252,6 +267,21 @@ func (d *Driver) planDevices(claim *resourceapi.ResourceClaim) (*checkpoint.Clai
 			IBDev:       dev.Port.IBDev,
 			Port:        dev.Port.Port,
 		})
+		nd, err := d.planNetwork(r, shareID, dev, cfg, d.netnsExclusive())
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if nd != nil {
+			nets = append(nets, *nd)
+			if nd.Config.Mode != nil && nd.Config.Mode.Attaches() && *cfg.GIDIndex == v1alpha1.GIDIndexAuto {
+				// The host's GID index is no use in the pod: the pod's own address
+				// has its own entry, whose index the NRI side injects (podnet.go).
+				cfg = cfg.DeepCopy()
+				none := v1alpha1.GIDIndexNone
+				cfg.GIDIndex = &none
+			}
+		}
 		devices = append(devices, cdi.ClaimDevice{
 			Request: r.Request,
 			Device:  r.Device,
@@ -260,8 +290,17 @@ func (d *Driver) planDevices(claim *resourceapi.ResourceClaim) (*checkpoint.Clai
 			Config:  *cfg,
 		})
 	}
+	if err := checkStaticAddresses(nets); err != nil {
+		errs = append(errs, err)
+	}
 	if len(errs) > 0 {
 		return nil, nil, joinErrors(errs)
+	}
+	if len(nets) > 0 {
+		n := &claimNetwork{Pods: reservedPods(claim), Generation: claim.Generation, Devices: nets}
+		if err := setNetwork(entry, n); err != nil {
+			return nil, nil, err
+		}
 	}
 	return entry, devices, nil
 }
@@ -318,11 +357,21 @@ func (d *Driver) unprepare(ctx context.Context, claims []kubeletplugin.Namespace
 	}
 	defer held.release(nil)
 
+	attached, err := d.attachedEntries(ctx, uids)
+	if err != nil {
+		return nil, err
+	}
 	var removed []string
 	for _, claim := range claims {
 		uid := string(claim.UID)
-		// A later version undoes the claim's network attachment (entry.Network) here,
-		// before the spec goes.
+		// Whatever the runtime's pod events left attached goes before the spec: the
+		// pods are gone, and a moved netdev belongs to the host again.
+		if entry := attached[uid]; entry != nil {
+			if err := d.net.detachClaim(ctx, uid, entry); err != nil {
+				results[claim.UID] = fmt.Errorf("detach the claim's network: %w", err)
+				continue
+			}
+		}
 		if err := d.specs.Remove(ctx, uid); err != nil {
 			results[claim.UID] = fmt.Errorf("remove CDI spec: %w", err)
 			continue

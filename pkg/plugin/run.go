@@ -89,6 +89,14 @@ type Config struct {
 	// client (see DefaultKubeAPIQPS).
 	KubeAPIQPS   float64
 	KubeAPIBurst int
+	// NetworkAttachment attaches claimed networks into pods through the runtime's NRI
+	// (docs/network-attachment.md); NRISocket is the runtime's NRI socket.
+	NetworkAttachment bool
+	NRISocket         string
+	// RDMAKernel is RDMAKernelSysfs or, on mock nodes, RDMAKernelEmulated.
+	RDMAKernel string
+	// NodeIPs are the node's addresses: move mode never takes a netdev that carries one.
+	NodeIPs []string
 	// StatusAPIQPS and StatusAPIBurst are the rate limit of the claim status writer's
 	// client (see DefaultStatusAPIQPS).
 	StatusAPIQPS   float64
@@ -139,6 +147,7 @@ func (c Config) KeysAndValues() []any {
 		"prepareHoldFile", c.PrepareHoldFile,
 		"namespace", c.Namespace, "daemonSetName", c.DaemonSetName,
 		"kubeAPIQPS", c.KubeAPIQPS, "kubeAPIBurst", c.KubeAPIBurst,
+		"networkAttachment", c.NetworkAttachment, "nriSocket", c.NRISocket, "rdmaKernel", c.RDMAKernel, "nodeIPs", c.NodeIPs,
 		"statusAPIQPS", c.StatusAPIQPS, "statusAPIBurst", c.StatusAPIBurst,
 	}
 }
@@ -239,22 +248,29 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := publisher.Sync(ctx); err != nil {
 		return err
 	}
+	netOpts, netOff, err := networkOptions(ctx, cfg, &nodeCfg)
+	if err != nil {
+		return err
+	}
 	store := checkpoint.NewStore(cfg.DataDir(), cfg.BootIDPath)
 	specs := cdi.NewWriter(cdi.Options{DriverName: cfg.DriverName, SpecDir: cfg.CDIRoot, DevRoot: cfg.DevRoot, HookPath: hookPath})
 	driver, err := NewDriver(ctx, DriverOptions{
-		DriverName:      cfg.DriverName,
-		NodeName:        cfg.NodeName,
-		Kube:            kube,
-		StatusKube:      statusKube,
-		Store:           store,
-		Specs:           specs,
-		Devices:         publisher,
-		Health:          monitor,
-		Metrics:         m,
-		Fatal:           func(err error) { stop(err) },
-		OnDroppedFields: publisher.HandleDroppedFields,
-		Hold:            NewFailpoint(cfg.PrepareHoldFile),
-		DeviceCounts:    publisher.DeviceCounts,
+		DriverName:       cfg.DriverName,
+		NodeName:         cfg.NodeName,
+		Kube:             kube,
+		StatusKube:       statusKube,
+		Store:            store,
+		Specs:            specs,
+		Devices:          publisher,
+		Health:           monitor,
+		Metrics:          m,
+		Fatal:            func(err error) { stop(err) },
+		OnDroppedFields:  publisher.HandleDroppedFields,
+		Hold:             NewFailpoint(cfg.PrepareHoldFile),
+		DeviceCounts:     publisher.DeviceCounts,
+		Network:          netOpts,
+		NetworkOffReason: netOff,
+		NetnsExclusive:   publisher.NetnsExclusive,
 	})
 	if err != nil {
 		return err
@@ -296,6 +312,9 @@ func Run(ctx context.Context, cfg Config) error {
 	go publisher.Run(ctx, monitor)
 	go driver.RunCleanup(ctx, realClock, cfg.CleanupInterval)
 	go driver.RunStatusWriter(ctx)
+	if net := driver.NetworkAttachment(); net != nil {
+		go net.RunNRI(ctx, nriPluginName(cfg))
+	}
 	if cfg.HealthcheckPort >= 0 {
 		// The chart's probe names the host (127.0.0.1): with hostNetwork the kubelet
 		// shares the plugin's network namespace, and nothing else needs the port.

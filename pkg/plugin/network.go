@@ -1,0 +1,289 @@
+package plugin
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/netattach"
+)
+
+// claimNetwork is what a claim's checkpoint entry records about network attachment, in
+// checkpoint.Claim.Network (which older plugins keep verbatim). Prepare writes the pods
+// and the devices to attach; the NRI side (podnet.go) adds one attachment per device and
+// pod, journaled there before every step that changes the node.
+type claimNetwork struct {
+	// Pods are the UIDs of the pods the claim is reserved for (status.reservedFor),
+	// merged over every prepare of the claim: a shared claim gains pods over time.
+	Pods []string `json:"pods,omitempty"`
+	// Generation is the claim's generation at prepare, for the status conditions.
+	Generation int64 `json:"generation,omitempty"`
+	// Devices are the claim's devices that get something attached, in allocation order.
+	Devices []networkDevice `json:"devices,omitempty"`
+}
+
+// networkDevice is one allocated device of a claim whose network goes into its pods.
+type networkDevice struct {
+	// Request, Device and ShareID identify the device in the claim's entry and status.
+	Request string `json:"request"`
+	Pool    string `json:"pool"`
+	Device  string `json:"device"`
+	ShareID string `json:"shareID,omitempty"`
+	// IBDev and Port are the RDMA port; LinkLayer and Netdev its link layer and host
+	// netdev when the claim was prepared.
+	IBDev     string `json:"ibdev"`
+	Port      int    `json:"port"`
+	LinkLayer string `json:"linkLayer"`
+	Netdev    string `json:"netdev,omitempty"`
+	// UVerbs is the container path of the port's uverbs device, which tells which
+	// containers of a pod use the device.
+	UVerbs string `json:"uverbs,omitempty"`
+	// Config is the device's merged, defaulted network configuration.
+	Config v1alpha1.NetworkConfig `json:"config"`
+	// GIDPolicy is the device's gidIndex policy: only auto lets the pod's own GID index
+	// into the environment.
+	GIDPolicy v1alpha1.GIDIndexPolicy `json:"gidPolicy"`
+	// MoveRDMA is set on a node in exclusive RDMA netns mode: the RDMA device itself
+	// moves into the pod, or the pod sees no RDMA device at all.
+	MoveRDMA bool `json:"moveRDMA,omitempty"`
+	// Stale marks a device the claim no longer has (it was allocated again) whose
+	// attachments are kept only to be detached.
+	Stale bool `json:"stale,omitempty"`
+	// Attachments holds one attachment per pod, in the order they were made.
+	Attachments []podAttachment `json:"attachments,omitempty"`
+}
+
+// podAttachment is the journal of one device's attachment into one pod.
+type podAttachment struct {
+	Pod   string          `json:"pod"`
+	State netattach.State `json:"state"`
+}
+
+// networkOf decodes the network record of a checkpoint entry; nil when it has none.
+func networkOf(entry *checkpoint.Claim) (*claimNetwork, error) {
+	if entry == nil || len(entry.Network) == 0 {
+		return nil, nil
+	}
+	var n claimNetwork
+	if err := json.Unmarshal(entry.Network, &n); err != nil {
+		return nil, fmt.Errorf("decode network record of claim %s: %w", entry.UID, err)
+	}
+	return &n, nil
+}
+
+// setNetwork encodes n into the entry; an empty record removes it.
+func setNetwork(entry *checkpoint.Claim, n *claimNetwork) error {
+	if n == nil || len(n.Devices) == 0 {
+		entry.Network = nil
+		return nil
+	}
+	data, err := json.Marshal(n)
+	if err != nil {
+		return fmt.Errorf("encode network record of claim %s: %w", entry.UID, err)
+	}
+	entry.Network = data
+	return nil
+}
+
+// reservedPods returns the UIDs of the pods a claim is reserved for, sorted.
+func reservedPods(claim *resourceapi.ResourceClaim) []string {
+	var pods []string
+	for _, r := range claim.Status.ReservedFor {
+		if r.Resource == "pods" && r.APIGroup == "" && r.UID != "" {
+			pods = append(pods, string(r.UID))
+		}
+	}
+	slices.Sort(pods)
+	return slices.Compact(pods)
+}
+
+// mergePods adds pods to n.Pods and reports whether any was new.
+func (n *claimNetwork) mergePods(pods []string) bool {
+	changed := false
+	for _, p := range pods {
+		if !slices.Contains(n.Pods, p) {
+			n.Pods = append(n.Pods, p)
+			changed = true
+		}
+	}
+	slices.Sort(n.Pods)
+	return changed
+}
+
+// hasPod reports whether the claim is reserved for pod.
+func (n *claimNetwork) hasPod(pod string) bool { return slices.Contains(n.Pods, pod) }
+
+// attachment returns the device's attachment into pod, or nil.
+func (nd *networkDevice) attachment(pod string) *podAttachment {
+	for i := range nd.Attachments {
+		if nd.Attachments[i].Pod == pod {
+			return &nd.Attachments[i]
+		}
+	}
+	return nil
+}
+
+// dropAttachment removes the device's attachment into pod.
+func (nd *networkDevice) dropAttachment(pod string) {
+	nd.Attachments = slices.DeleteFunc(nd.Attachments, func(a podAttachment) bool { return a.Pod == pod })
+}
+
+// errNoNetworkAttachment is the prepare error of a claim that asks for attachment on a
+// plugin that cannot attach.
+var errNoNetworkAttachment = errors.New("network attachment is not available on this node")
+
+// planNetwork checks the merged config of one allocated device against the device and
+// the node and returns what to record, or nil when nothing is attached. netnsExclusive
+// is the node's RDMA netns mode.
+func (d *Driver) planNetwork(r resourceapi.DeviceRequestAllocationResult, shareID string, dev devicemodel.Device, cfg *v1alpha1.RdmaConfig, netnsExclusive bool) (*networkDevice, error) {
+	net := cfg.Network
+	mode := v1alpha1.NetworkModeNone
+	if net != nil && net.Mode != nil {
+		mode = *net.Mode
+	}
+	if !mode.Attaches() && !netnsExclusive {
+		return nil, nil
+	}
+	if d.net == nil {
+		if netnsExclusive {
+			return nil, fmt.Errorf("request %q: device %s: the node's RDMA subsystem is in exclusive network namespace mode, where a pod sees an RDMA device only when the plugin moves it into the pod, and %w: %s",
+				r.Request, r.Device, errNoNetworkAttachment, d.netUnavailable())
+		}
+		return nil, fmt.Errorf("request %q: device %s asks for network mode %s, but %w: %s", r.Request, r.Device, mode, errNoNetworkAttachment, d.netUnavailable())
+	}
+	if err := d.net.ready(); err != nil {
+		return nil, fmt.Errorf("request %q: device %s asks for network mode %s, but %w: %w", r.Request, r.Device, mode, errNoNetworkAttachment, err)
+	}
+	port := dev.Port
+	exclusive := dev.Mode == devicemodel.ModeExclusive
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("request %q: device %s (%s port %d): network mode %s: %s", r.Request, r.Device, port.IBDev, port.Port, mode, fmt.Sprintf(format, args...))
+	}
+	if netnsExclusive && !exclusive {
+		return nil, fail("the node's RDMA subsystem is in exclusive network namespace mode, where an RDMA device can be in one pod only: claim the whole port")
+	}
+	switch mode {
+	case v1alpha1.NetworkModeMacvlan, v1alpha1.NetworkModeIPVlan:
+		if port.LinkLayer != discovery.LinkLayerEthernet {
+			return nil, fail("needs an Ethernet (RoCE) port, this one is %s: use ipoib for InfiniBand", port.LinkLayer)
+		}
+	case v1alpha1.NetworkModeMove:
+		if !exclusive {
+			return nil, fail("moves the port's netdev into one pod and needs the whole port: use macvlan or ipvlan for shares")
+		}
+	case v1alpha1.NetworkModeIPoIB:
+		if port.LinkLayer != discovery.LinkLayerInfiniBand {
+			return nil, fail("needs an InfiniBand port, this one is %s: use macvlan or ipvlan for RoCE", port.LinkLayer)
+		}
+	}
+	if mode.Attaches() && port.Netdev == "" {
+		return nil, fail("the port has no netdev on this node")
+	}
+	if mode.Attaches() && len(net.Addresses) == 0 && *net.IPAM == v1alpha1.IPAMNode {
+		if _, ok := d.net.pools.PoolFor(d.nodeName, &port); !ok {
+			return nil, fail("ipam: node, but no address pool of the node configuration selects this port (network.addressPools)")
+		}
+	}
+	nd := &networkDevice{
+		Request: r.Request, Pool: r.Pool, Device: r.Device, ShareID: shareID,
+		IBDev: port.IBDev, Port: port.Port, LinkLayer: port.LinkLayer, Netdev: port.Netdev,
+		GIDPolicy: *cfg.GIDIndex, MoveRDMA: netnsExclusive,
+	}
+	if port.Verbs != nil {
+		nd.UVerbs = "/dev/infiniband/" + port.Verbs.Name
+	}
+	if net != nil {
+		nd.Config = *net.DeepCopy()
+	}
+	if nd.Config.Mode == nil {
+		nd.Config.Mode = &mode
+	}
+	return nd, nil
+}
+
+// checkStaticAddresses refuses a claim where one list of static addresses would go to
+// two devices: each pod interface needs its own address.
+func checkStaticAddresses(devices []networkDevice) error {
+	seen := map[string]string{}
+	for _, nd := range devices {
+		for _, a := range nd.Config.Addresses {
+			if other, ok := seen[a]; ok {
+				return fmt.Errorf("static address %s of request %q would go to devices %s and %s: static addresses apply to one device, use ipam: node for requests of several devices", a, nd.Request, other, nd.Device)
+			}
+			seen[a] = nd.Device
+		}
+	}
+	return nil
+}
+
+// staticPrefixes parses validated static addresses.
+func staticPrefixes(addrs []string) ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, 0, len(addrs))
+	for _, a := range addrs {
+		p, err := v1alpha1.ParseInterfaceAddress(a)
+		if err != nil {
+			return nil, fmt.Errorf("address %q: %w", a, err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// addPods records the pods that planned (a prepare of an already prepared claim) is
+// reserved for in existing's network record, and reports whether any was new.
+func addPods(existing, planned *checkpoint.Claim) (bool, error) {
+	have, err := networkOf(existing)
+	if err != nil || have == nil {
+		return false, err
+	}
+	want, err := networkOf(planned)
+	if err != nil || want == nil {
+		return false, err
+	}
+	if !have.mergePods(want.Pods) {
+		return false, nil
+	}
+	return true, setNetwork(existing, have)
+}
+
+// keepAttachments carries the attachments and pods of an entry that is prepared again
+// (an interrupted or reallocated preparation) into the planned entry: they are state
+// of the node that only a detach may end. Attachments of devices the claim no longer
+// has are kept as devices of their own, so that the claim's unprepare detaches them.
+func keepAttachments(existing, planned *checkpoint.Claim) error {
+	have, err := networkOf(existing)
+	if err != nil || have == nil {
+		return err
+	}
+	want, err := networkOf(planned)
+	if err != nil {
+		return err
+	}
+	if want == nil {
+		want = &claimNetwork{}
+	}
+	want.mergePods(have.Pods)
+	for _, old := range have.Devices {
+		if len(old.Attachments) == 0 {
+			continue
+		}
+		i := slices.IndexFunc(want.Devices, func(nd networkDevice) bool {
+			return nd.Device == old.Device && nd.ShareID == old.ShareID
+		})
+		if i < 0 {
+			old.Stale = true
+			want.Devices = append(want.Devices, old)
+			continue
+		}
+		want.Devices[i].Attachments = append(want.Devices[i].Attachments, old.Attachments...)
+	}
+	return setNetwork(planned, want)
+}

@@ -1,0 +1,199 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/containerd/nri/pkg/stub"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
+)
+
+// DefaultNRISocket is where containerd and CRI-O serve NRI by default.
+const DefaultNRISocket = "/var/run/nri/nri.sock"
+
+// nriPluginIndex orders the plugin among the runtime's NRI plugins: network plugins
+// (such as a CNI-like attacher) are conventionally early; the index only matters for
+// adjustments, and this plugin adjusts nothing another plugin sets.
+const nriPluginIndex = "40"
+
+// nriPlugin relays the container runtime's pod and container events to podNetwork.
+type nriPlugin struct {
+	net *podNetwork
+	log klog.Logger
+}
+
+// RunNRI connects to the runtime's NRI socket and serves events until ctx ends,
+// reconnecting with backoff when the runtime restarts or the socket is not there yet.
+// While it is not connected, claims that need network attachment fail at prepare with
+// the reason (podNetwork.ready).
+func (p *podNetwork) RunNRI(ctx context.Context, name string) {
+	logger := klog.FromContext(ctx).WithName("nri")
+	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Cap: 30 * time.Second, Steps: 1 << 30}
+	for ctx.Err() == nil {
+		err := p.serveNRI(ctx, logger, name)
+		p.setConnected(false, err)
+		if ctx.Err() != nil {
+			return
+		}
+		d := backoff.Step()
+		logger.Info("Not connected to the runtime's NRI, retrying", "socket", p.socket, "err", err, "retryIn", d)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(d):
+		}
+	}
+}
+
+func (p *podNetwork) serveNRI(ctx context.Context, logger klog.Logger, name string) error {
+	if _, err := os.Stat(p.socket); err != nil {
+		return fmt.Errorf("NRI socket: %w", err)
+	}
+	plugin := &nriPlugin{net: p, log: logger}
+	closed := make(chan struct{})
+	s, err := stub.New(plugin,
+		stub.WithPluginName(name),
+		stub.WithPluginIdx(nriPluginIndex),
+		stub.WithSocketPath(p.socket),
+		stub.WithOnClose(func() { close(closed) }),
+	)
+	if err != nil {
+		return fmt.Errorf("create NRI stub: %w", err)
+	}
+	if err := s.Start(ctx); err != nil {
+		return fmt.Errorf("connect to NRI: %w", err)
+	}
+	defer s.Stop()
+	p.setConnected(true, nil)
+	logger.Info("Connected to the runtime's NRI", "socket", p.socket, "runtimeNRIVersion", s.RuntimeNRIVersion())
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-closed:
+		return errors.New("the runtime closed the NRI connection")
+	}
+}
+
+// Synchronize brings the attachments in line with the pods the runtime has: attached
+// into pods that are gone are undone (the namespace died with them; a moved netdev
+// comes back to the host), and pods that run without their attachment (the plugin was
+// down when the sandbox was created) get it now.
+func (n *nriPlugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, _ []*api.Container) ([]*api.ContainerUpdate, error) {
+	ctx = klog.NewContext(ctx, n.log)
+	running := map[string]*api.PodSandbox{}
+	for _, pod := range pods {
+		running[pod.GetUid()] = pod
+	}
+	known, err := n.net.attachedPods(ctx)
+	if err != nil {
+		n.log.Error(err, "Synchronize: read attachments")
+		return nil, nil
+	}
+	for _, uid := range known {
+		if running[uid] == nil {
+			if err := n.net.detachPod(ctx, uid); err != nil {
+				n.log.Error(err, "Synchronize: detach from a pod that is gone", "podUID", uid)
+			}
+		}
+	}
+	uids := make([]string, 0, len(running))
+	for uid := range running {
+		uids = append(uids, uid)
+	}
+	sort.Strings(uids)
+	for _, uid := range uids {
+		pod := running[uid]
+		if err := n.net.attachPod(ctx, uid, podName(pod), netnsOf(pod)); err != nil {
+			n.log.Error(err, "Synchronize: attach to a running pod", "podUID", uid, "pod", podName(pod))
+		}
+	}
+	return nil, nil
+}
+
+// RunPodSandbox attaches the pod's claimed networks. An error fails the sandbox, and
+// the kubelet creates it again.
+func (n *nriPlugin) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) error {
+	ctx = klog.NewContext(ctx, n.log)
+	start := time.Now()
+	err := n.net.attachPod(ctx, pod.GetUid(), podName(pod), netnsOf(pod))
+	n.net.d.metrics.ObserveAttach(err, time.Since(start))
+	if err != nil {
+		n.log.Error(err, "Network attachment failed", "pod", podName(pod), "podUID", pod.GetUid())
+	}
+	return err
+}
+
+// CreateContainer injects the GID index of the pod's own address. If the pod should
+// have an attachment that is not there (the plugin was down at RunPodSandbox), it is
+// made now: the container has not started yet.
+func (n *nriPlugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+	ctx = klog.NewContext(ctx, n.log)
+	// The container's RDMA device nodes tell which claims it uses. Where the runtime
+	// shows none (CDI devices applied after NRI), every attachment of the pod counts.
+	var devices []string
+	for _, d := range ctr.GetLinux().GetDevices() {
+		if strings.HasPrefix(d.GetPath(), "/dev/infiniband/") {
+			devices = append(devices, d.GetPath())
+		}
+	}
+	env, err := n.net.containerEnv(ctx, pod.GetUid(), devices)
+	if errors.Is(err, errAttachmentMissing) {
+		n.log.Info("Attaching at container creation: the pod sandbox was created without its attachment", "pod", podName(pod))
+		if err := n.net.attachPod(ctx, pod.GetUid(), podName(pod), netnsOf(pod)); err != nil {
+			return nil, nil, err
+		}
+		env, err = n.net.containerEnv(ctx, pod.GetUid(), devices)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(env) == 0 {
+		return nil, nil, nil
+	}
+	adjust := &api.ContainerAdjustment{}
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		adjust.AddEnv(k, env[k])
+	}
+	n.log.V(2).Info("Container environment from network attachment", "pod", podName(pod), "container", ctr.GetName(), "env", env)
+	return adjust, nil, nil
+}
+
+// StopPodSandbox detaches while the pod's namespace still exists, so that a moved
+// netdev returns with everything it had.
+func (n *nriPlugin) StopPodSandbox(ctx context.Context, pod *api.PodSandbox) error {
+	ctx = klog.NewContext(ctx, n.log)
+	if err := n.net.detachPod(ctx, pod.GetUid()); err != nil {
+		n.log.Error(err, "Network detachment failed", "pod", podName(pod))
+		return err
+	}
+	return nil
+}
+
+// RemovePodSandbox detaches whatever StopPodSandbox could not.
+func (n *nriPlugin) RemovePodSandbox(ctx context.Context, pod *api.PodSandbox) error {
+	return n.StopPodSandbox(ctx, pod)
+}
+
+// netnsOf returns the path of the pod's network namespace; empty on the host network.
+func netnsOf(pod *api.PodSandbox) string {
+	for _, ns := range pod.GetLinux().GetNamespaces() {
+		if ns.GetType() == "network" {
+			return ns.GetPath()
+		}
+	}
+	return ""
+}
+
+func podName(pod *api.PodSandbox) string { return pod.GetNamespace() + "/" + pod.GetName() }

@@ -1,0 +1,667 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/ipam"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/netattach"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
+)
+
+// Attacher is what podNetwork needs of *netattach.Attacher.
+type Attacher interface {
+	Attach(ctx context.Context, spec netattach.Spec, target netattach.Target, save netattach.Journal) (netattach.State, error)
+	Detach(ctx context.Context, st netattach.State, save netattach.Journal) error
+}
+
+// podNetwork attaches the networks of prepared claims into their pods' network
+// namespaces when the container runtime creates the pod sandbox, and detaches them when
+// it stops or removes the sandbox (nri.go relays the runtime's events). All state is in
+// the claims' checkpoint entries (network.go), changed under the claims' locks, so that
+// a second plugin instance of a rolling update, a restart or a crash at any step
+// converges: an attachment is journaled before every step that changes the node.
+type podNetwork struct {
+	d        *Driver
+	attacher Attacher
+	// pools are the node configuration's address pools (ipam: node).
+	pools *nodeconfig.Config
+	// socket is the NRI socket, for messages.
+	socket string
+
+	mu        sync.Mutex
+	connected bool
+	lastErr   error
+}
+
+// ready returns nil while the plugin is connected to the runtime's NRI, else why not.
+func (p *podNetwork) ready() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.connected {
+		return nil
+	}
+	msg := fmt.Sprintf("the plugin is not connected to the container runtime's NRI socket %s (is NRI enabled in containerd or CRI-O? see docs/network-attachment.md)", p.socket)
+	if p.lastErr != nil {
+		return fmt.Errorf("%s: %w", msg, p.lastErr)
+	}
+	return errors.New(msg)
+}
+
+func (p *podNetwork) setConnected(ok bool, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.connected, p.lastErr = ok, err
+}
+
+// netUnavailable says why the driver has no network attachment at all.
+func (d *Driver) netUnavailable() string {
+	if d.netOffReason != "" {
+		return d.netOffReason
+	}
+	return "the plugin runs with --network-attachment=false"
+}
+
+// podWork is one device of one claim to attach into or detach from a pod.
+type podWork struct {
+	claimUID string
+	claim    string // namespace/name, for messages
+	device   int    // index in claimNetwork.Devices
+}
+
+// claimsOfPod returns, sorted by namespace/name, the claims whose network record names
+// pod (reserved) or holds an attachment into pod (attached).
+func (p *podNetwork) claimsOfPod(ctx context.Context, pod string) ([]podWork, error) {
+	var work []podWork
+	err := p.d.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
+		work = work[:0]
+		for uid, entry := range cp.Claims {
+			n, err := networkOf(entry)
+			if err != nil || n == nil {
+				continue
+			}
+			for i := range n.Devices {
+				if n.hasPod(pod) || n.Devices[i].attachment(pod) != nil {
+					work = append(work, podWork{claimUID: uid, claim: entry.Namespace + "/" + entry.Name, device: i})
+				}
+			}
+		}
+		return false, nil
+	})
+	slices.SortFunc(work, func(a, b podWork) int {
+		if c := strings.Compare(a.claim, b.claim); c != 0 {
+			return c
+		}
+		return a.device - b.device
+	})
+	return work, err
+}
+
+// lockClaims takes the locks of the claims in work.
+func (p *podNetwork) lockClaims(ctx context.Context, work []podWork) (*heldClaims, error) {
+	var uids []string
+	for _, w := range work {
+		if !slices.Contains(uids, w.claimUID) {
+			uids = append(uids, w.claimUID)
+		}
+	}
+	return p.d.claims.lock(ctx, uids)
+}
+
+// errClaimGone is returned when a claim's entry went away while it was worked on.
+var errClaimGone = errors.New("claim is no longer prepared on this node")
+
+// withDevice applies fn to one device's network record inside a checkpoint change and
+// saves the record when fn reports a change.
+func withDevice(cp *checkpoint.Checkpoint, w podWork, fn func(n *claimNetwork, nd *networkDevice) (bool, error)) (bool, error) {
+	entry := cp.Claims[w.claimUID]
+	n, err := networkOf(entry)
+	if err != nil {
+		return false, err
+	}
+	if n == nil || w.device >= len(n.Devices) {
+		return false, errClaimGone
+	}
+	changed, err := fn(n, &n.Devices[w.device])
+	if err != nil || !changed {
+		return false, err
+	}
+	return true, setNetwork(entry, n)
+}
+
+// journal saves an attachment's state in the checkpoint before the attacher acts.
+func (p *podNetwork) journal(ctx context.Context, w podWork, pod string) netattach.Journal {
+	return func(st netattach.State) error {
+		return p.d.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
+			return withDevice(cp, w, func(_ *claimNetwork, nd *networkDevice) (bool, error) {
+				a := nd.attachment(pod)
+				if a == nil {
+					nd.Attachments = append(nd.Attachments, podAttachment{Pod: pod})
+					a = &nd.Attachments[len(nd.Attachments)-1]
+				}
+				a.State = st
+				return true, nil
+			})
+		})
+	}
+}
+
+// attachPod attaches every device of the claims reserved for pod that is not attached
+// yet. netnsPath is the pod's network namespace; empty for a pod on the host network,
+// which needs (and gets) nothing but the RDMA device in exclusive netns mode.
+func (p *podNetwork) attachPod(ctx context.Context, pod, podName, netnsPath string) error {
+	logger := klog.FromContext(ctx).WithValues("podUID", pod, "pod", podName)
+	ctx = klog.NewContext(ctx, logger)
+	work, err := p.claimsOfPod(ctx, pod)
+	if err != nil || len(work) == 0 {
+		return err
+	}
+	held, err := p.lockClaims(ctx, work)
+	if err != nil {
+		return fmt.Errorf("lock claims: %w", err)
+	}
+	defer held.release(nil)
+	var errs []error
+	attached := map[string]bool{}
+	for _, w := range work {
+		done, err := p.attachOne(ctx, w, pod, netnsPath)
+		switch {
+		case errors.Is(err, errClaimGone):
+		case err != nil:
+			errs = append(errs, fmt.Errorf("claim %s: %w", w.claim, err))
+		case done:
+			attached[w.claimUID] = true
+		}
+	}
+	for uid := range attached {
+		p.d.reportNetwork(ctx, uid)
+	}
+	return errors.Join(errs...)
+}
+
+// attachOne attaches one device into pod unless that is done; it reports whether it
+// attached something now.
+func (p *podNetwork) attachOne(ctx context.Context, w podWork, pod, netnsPath string) (bool, error) {
+	var spec netattach.Spec
+	var previous *netattach.State
+	skip := false
+	err := p.d.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
+		previous, skip = nil, false
+		return withDevice(cp, w, func(n *claimNetwork, nd *networkDevice) (bool, error) {
+			if !n.hasPod(pod) || nd.Stale {
+				skip = true
+				return false, nil
+			}
+			if a := nd.attachment(pod); a != nil {
+				if a.State.Phase == netattach.PhaseAttached {
+					skip = true
+					return false, nil
+				}
+				// An attach or detach interrupted by a crash: undo it first.
+				st := a.State
+				previous = &st
+				return false, nil
+			}
+			s, err := p.specFor(cp, nd, pod, netnsPath)
+			if err != nil {
+				return false, err
+			}
+			spec = s
+			// Recording the attachment before anything happens on the node also
+			// reserves its addresses (the pool allocator reads every record).
+			nd.Attachments = append(nd.Attachments, podAttachment{Pod: pod, State: netattach.State{
+				Spec: s, Target: netattach.Target{PodUID: pod, NetnsPath: netnsPath}, Phase: netattach.PhaseAttaching}})
+			return true, nil
+		})
+	})
+	if err != nil || skip {
+		return false, err
+	}
+	if previous != nil {
+		klog.FromContext(ctx).Info("Undoing an interrupted attachment before attaching again", "claim", w.claim, "phase", previous.Phase)
+		if err := p.detachState(ctx, w, pod, *previous); err != nil {
+			return false, err
+		}
+		return p.attachOne(ctx, w, pod, netnsPath)
+	}
+	st, err := p.attacher.Attach(ctx, spec, netattach.Target{PodUID: pod, NetnsPath: netnsPath}, p.journal(ctx, w, pod))
+	if err != nil {
+		if st.Phase == "" {
+			// Undone: forget it, which also returns its addresses to the pool.
+			if ferr := p.forget(ctx, w, pod); ferr != nil {
+				err = errors.Join(err, ferr)
+			}
+		}
+		return false, fmt.Errorf("attach %s of device %s: %w", spec.Mode, p.deviceName(w), err)
+	}
+	if err := p.journal(ctx, w, pod)(st); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// deviceName is the device of w for messages.
+func (p *podNetwork) deviceName(w podWork) string {
+	return fmt.Sprintf("#%d of claim %s", w.device, w.claim)
+}
+
+// specFor builds the attachment of nd into pod, inside a checkpoint change: the pod
+// interface's name (configured, or the lowest free rdma<k> of the pod) and addresses
+// (static, or the lowest free address of the port's pool).
+func (p *podNetwork) specFor(cp *checkpoint.Checkpoint, nd *networkDevice, pod, netnsPath string) (netattach.Spec, error) {
+	cfg := nd.Config
+	mode := netattach.Mode(*cfg.Mode)
+	spec := netattach.Spec{
+		Mode: mode, HostNetdev: nd.Netdev, IBDevice: nd.IBDev, IBPort: nd.Port,
+	}
+	if nd.MoveRDMA {
+		spec.RDMADevice = nd.IBDev
+	}
+	if mode == "" || mode == netattach.ModeNone {
+		spec.Mode = netattach.ModeNone
+		if netnsPath == "" {
+			// A pod on the host network already sees the host's RDMA devices.
+			spec.RDMADevice = ""
+		}
+		return spec, nil
+	}
+	if netnsPath == "" {
+		return spec, errors.New("the pod uses the host network: there is no pod network namespace to attach to (drop hostNetwork, or set network.mode none)")
+	}
+	names, used := podInterfaces(cp, pod)
+	switch {
+	case cfg.InterfaceName != nil:
+		if names[*cfg.InterfaceName] {
+			return spec, fmt.Errorf("interface name %s is already taken in the pod by another device: give each device its own network.interfaceName", *cfg.InterfaceName)
+		}
+		spec.PodIfName = *cfg.InterfaceName
+	default:
+		for k := 0; ; k++ {
+			if name := "rdma" + strconv.Itoa(k); !names[name] {
+				spec.PodIfName = name
+				break
+			}
+		}
+	}
+	if cfg.MTU != nil {
+		spec.MTU = int(*cfg.MTU)
+	}
+	if cfg.KeepHostAddress != nil {
+		spec.KeepHostAddress = *cfg.KeepHostAddress && mode == netattach.ModeMove
+	}
+	if cfg.PKey != nil {
+		v, err := v1alpha1.ParsePKey(*cfg.PKey)
+		if err != nil {
+			return spec, fmt.Errorf("pkey: %w", err)
+		}
+		spec.PKey = v
+	}
+	for _, r := range cfg.Routes {
+		dst, err := v1alpha1.ParseRouteDestination(r.Destination)
+		if err != nil {
+			return spec, fmt.Errorf("route %s: %w", r.Destination, err)
+		}
+		route := netattach.Route{Dst: dst}
+		if r.Gateway != "" {
+			gw, err := netip.ParseAddr(r.Gateway)
+			if err != nil {
+				return spec, fmt.Errorf("route gateway %s: %w", r.Gateway, err)
+			}
+			route.Gateway = gw
+		}
+		spec.Routes = append(spec.Routes, route)
+	}
+	switch {
+	case len(cfg.Addresses) > 0:
+		addrs, err := staticPrefixes(cfg.Addresses)
+		if err != nil {
+			return spec, err
+		}
+		for _, a := range addrs {
+			if used[a.Addr()] != "" {
+				return spec, fmt.Errorf("static address %s is already used by %s on this node", a, used[a.Addr()])
+			}
+		}
+		spec.Addresses = addrs
+	case cfg.IPAM != nil && *cfg.IPAM == v1alpha1.IPAMNode:
+		r, ok := p.pools.PoolFor(p.d.nodeName, p.portOf(nd))
+		if !ok {
+			return spec, fmt.Errorf("ipam: node, but no address pool of the node configuration selects %s port %d", nd.IBDev, nd.Port)
+		}
+		inUse := make(map[netip.Addr]bool, len(used))
+		for a := range used {
+			inUse[a] = true
+		}
+		addr, err := ipam.Allocate(r, inUse)
+		if err != nil {
+			return spec, err
+		}
+		spec.Addresses = []netip.Prefix{addr}
+	}
+	return spec, nil
+}
+
+// portOf returns the published port of a device for the pool selectors, or what the
+// record knows of it when the device is no longer published.
+func (p *podNetwork) portOf(nd *networkDevice) *discovery.Port {
+	if dev, ok := p.d.devices.Lookup(nd.Pool, nd.Device); ok {
+		port := dev.Port
+		return &port
+	}
+	return &discovery.Port{IBDev: nd.IBDev, Port: nd.Port, LinkLayer: nd.LinkLayer, Netdev: nd.Netdev}
+}
+
+// podInterfaces returns the interface names recorded for pod and every address
+// recorded on the node, with the attachment that holds it.
+func podInterfaces(cp *checkpoint.Checkpoint, pod string) (map[string]bool, map[netip.Addr]string) {
+	names := map[string]bool{}
+	used := map[netip.Addr]string{}
+	for _, entry := range cp.Claims {
+		n, err := networkOf(entry)
+		if err != nil || n == nil {
+			continue
+		}
+		for _, nd := range n.Devices {
+			for _, a := range nd.Attachments {
+				if a.Pod == pod && a.State.Spec.PodIfName != "" {
+					names[a.State.Spec.PodIfName] = true
+				}
+				owner := fmt.Sprintf("claim %s/%s (pod %s)", entry.Namespace, entry.Name, a.Pod)
+				for _, pfx := range a.State.Spec.Addresses {
+					used[pfx.Addr()] = owner
+				}
+				for _, pfx := range a.State.PodAddresses {
+					used[pfx.Addr()] = owner
+				}
+			}
+		}
+	}
+	return names, used
+}
+
+// detachPod detaches everything attached into pod.
+func (p *podNetwork) detachPod(ctx context.Context, pod string) error {
+	logger := klog.FromContext(ctx).WithValues("podUID", pod)
+	ctx = klog.NewContext(ctx, logger)
+	work, err := p.claimsOfPod(ctx, pod)
+	if err != nil || len(work) == 0 {
+		return err
+	}
+	held, err := p.lockClaims(ctx, work)
+	if err != nil {
+		return fmt.Errorf("lock claims: %w", err)
+	}
+	defer held.release(nil)
+	var errs []error
+	// In reverse, so that interfaces go in the opposite order they came.
+	for i := len(work) - 1; i >= 0; i-- {
+		if err := p.detachOne(ctx, work[i], pod); err != nil && !errors.Is(err, errClaimGone) {
+			errs = append(errs, fmt.Errorf("claim %s: %w", work[i].claim, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// detachOne detaches one device from pod if it is attached there.
+func (p *podNetwork) detachOne(ctx context.Context, w podWork, pod string) error {
+	var st *netattach.State
+	err := p.d.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
+		st = nil
+		return withDevice(cp, w, func(_ *claimNetwork, nd *networkDevice) (bool, error) {
+			if a := nd.attachment(pod); a != nil {
+				s := a.State
+				st = &s
+			}
+			return false, nil
+		})
+	})
+	if err != nil || st == nil {
+		return err
+	}
+	return p.detachState(ctx, w, pod, *st)
+}
+
+// detachState undoes one recorded attachment and forgets it.
+func (p *podNetwork) detachState(ctx context.Context, w podWork, pod string, st netattach.State) error {
+	if err := p.attacher.Detach(ctx, st, p.journal(ctx, w, pod)); err != nil {
+		return fmt.Errorf("detach %s of device %s: %w", st.Spec.Mode, p.deviceName(w), err)
+	}
+	return p.forget(ctx, w, pod)
+}
+
+// forget removes the attachment record of a device in pod.
+func (p *podNetwork) forget(ctx context.Context, w podWork, pod string) error {
+	return p.d.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
+		changed, err := withDevice(cp, w, func(_ *claimNetwork, nd *networkDevice) (bool, error) {
+			if nd.attachment(pod) == nil {
+				return false, nil
+			}
+			nd.dropAttachment(pod)
+			return true, nil
+		})
+		if errors.Is(err, errClaimGone) {
+			return false, nil
+		}
+		return changed, err
+	})
+}
+
+// detachClaim detaches every attachment of a claim, for unprepare: the pods are gone
+// or going, and whatever the runtime's events missed must not outlive the claim.
+func (p *podNetwork) detachClaim(ctx context.Context, uid string, entry *checkpoint.Claim) error {
+	n, err := networkOf(entry)
+	if err != nil || n == nil {
+		return err
+	}
+	var errs []error
+	for i, nd := range n.Devices {
+		w := podWork{claimUID: uid, claim: entry.Namespace + "/" + entry.Name, device: i}
+		for _, a := range slices.Backward(nd.Attachments) {
+			if err := p.detachState(ctx, w, a.Pod, a.State); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// containerEnv returns the environment a container of pod gets from its attachments:
+// NCCL_IB_GID_INDEX and UCX_IB_GID_INDEX (the GID index of the pod's own address, where
+// every attached RoCE device of the container agrees and the claim's gidIndex policy is
+// auto) and NCCL_SOCKET_IFNAME (where a device asks for it). devices are the
+// container's device node paths; nil means unknown, and then every attachment of the
+// pod counts.
+func (p *podNetwork) containerEnv(ctx context.Context, pod string, devices []string) (map[string]string, error) {
+	type found struct {
+		gid    *int
+		policy v1alpha1.GIDIndexPolicy
+		ifname string
+		socket bool
+	}
+	var all []found
+	missing := false
+	err := p.d.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
+		all, missing = all[:0], false
+		for _, entry := range cp.Claims {
+			n, err := networkOf(entry)
+			if err != nil || n == nil {
+				continue
+			}
+			for _, nd := range n.Devices {
+				if devices != nil && nd.UVerbs != "" && !slices.Contains(devices, nd.UVerbs) {
+					continue
+				}
+				a := nd.attachment(pod)
+				if a == nil || a.State.Phase != netattach.PhaseAttached {
+					if n.hasPod(pod) {
+						missing = true
+					}
+					continue
+				}
+				f := found{gid: a.State.GIDIndex, policy: nd.GIDPolicy, ifname: a.State.Spec.PodIfName}
+				f.socket = nd.Config.SocketInterface != nil && *nd.Config.SocketInterface
+				all = append(all, f)
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if missing {
+		return nil, errAttachmentMissing
+	}
+	env := map[string]string{}
+	var gids []int
+	agree := true
+	var socketIfs []string
+	for _, f := range all {
+		if f.policy == v1alpha1.GIDIndexAuto && f.gid != nil {
+			gids = append(gids, *f.gid)
+			if gids[0] != *f.gid {
+				agree = false
+			}
+		}
+		if f.socket && f.ifname != "" {
+			socketIfs = append(socketIfs, f.ifname)
+		}
+	}
+	switch {
+	case len(gids) > 0 && agree:
+		v := strconv.Itoa(gids[0])
+		env["NCCL_IB_GID_INDEX"], env["UCX_IB_GID_INDEX"] = v, v
+	case len(gids) > 0:
+		klog.FromContext(ctx).Info("The pod's RoCE devices have different GID indices for their addresses; NCCL_IB_GID_INDEX is not set (NCCL takes one value per process)", "podUID", pod, "gidIndices", gids)
+	}
+	if len(socketIfs) > 0 {
+		slices.Sort(socketIfs)
+		env["NCCL_SOCKET_IFNAME"] = "=" + strings.Join(slices.Compact(socketIfs), ",")
+	}
+	return env, nil
+}
+
+// errAttachmentMissing says that a container's pod should have an attachment that is
+// not (yet) there.
+var errAttachmentMissing = errors.New("an attachment of the pod is missing")
+
+// NetworkOptions enable network attachment into pods.
+type NetworkOptions struct {
+	// Attacher makes and undoes attachments; *netattach.Attacher implements it.
+	Attacher Attacher
+	// Pools holds the node configuration's address pools.
+	Pools *nodeconfig.Config
+	// Socket is the runtime's NRI socket.
+	Socket string
+}
+
+// NetworkAttachment returns the driver's NRI side; nil when network attachment is off.
+func (d *Driver) NetworkAttachment() *podNetwork { return d.net }
+
+// attachedPods returns the pods that have an attachment recorded, sorted.
+func (p *podNetwork) attachedPods(ctx context.Context) ([]string, error) {
+	var pods []string
+	err := p.d.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
+		pods = pods[:0]
+		for _, entry := range cp.Claims {
+			n, err := networkOf(entry)
+			if err != nil || n == nil {
+				continue
+			}
+			for _, nd := range n.Devices {
+				for _, a := range nd.Attachments {
+					pods = append(pods, a.Pod)
+				}
+			}
+		}
+		return false, nil
+	})
+	slices.Sort(pods)
+	return slices.Compact(pods), err
+}
+
+// reportNetwork writes what the pods got into the claim's status.devices[].networkData:
+// for each attached device, the attachment of the claim's first pod (a claim shared
+// by several pods has one status per device, not per pod).
+func (d *Driver) reportNetwork(ctx context.Context, uid string) {
+	var ref ClaimRef
+	var net *claimNetwork
+	err := d.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
+		entry := cp.Claims[uid]
+		if entry == nil {
+			return false, nil
+		}
+		n, err := networkOf(entry)
+		ref = ClaimRef{Namespace: entry.Namespace, Name: entry.Name, UID: types.UID(uid)}
+		net = n
+		return false, err
+	})
+	if err != nil || net == nil {
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Read network record for the claim status", "claimUID", uid)
+		}
+		return
+	}
+	ref.Generation = net.Generation
+	d.status.Update(ref, func(current []DeviceStatus) []DeviceStatus {
+		for _, nd := range net.Devices {
+			var data *NetworkDeviceData
+			for _, a := range nd.Attachments {
+				if a.State.Phase == netattach.PhaseAttached && a.State.Spec.PodIfName != "" {
+					data = &NetworkDeviceData{InterfaceName: a.State.Spec.PodIfName, HardwareAddress: a.State.HardwareAddr}
+					for _, p := range a.State.PodAddresses {
+						data.IPs = append(data.IPs, p.String())
+					}
+					break
+				}
+			}
+			i := slices.IndexFunc(current, func(ds DeviceStatus) bool {
+				return ds.Pool == nd.Pool && ds.Device == nd.Device && ds.ShareID == nd.ShareID
+			})
+			if i < 0 {
+				current = append(current, DeviceStatus{Pool: nd.Pool, Device: nd.Device, ShareID: nd.ShareID,
+					Data: &DeviceData{IBDev: nd.IBDev, Port: nd.Port, LinkLayer: nd.LinkLayer, Netdev: nd.Netdev, UVerbs: nd.UVerbs}})
+				i = len(current) - 1
+			}
+			current[i].Network = data
+		}
+		return current
+	})
+}
+
+// attachedEntries returns copies of the entries among uids that still have
+// attachments. Without network attachment there are none to undo.
+func (d *Driver) attachedEntries(ctx context.Context, uids []string) (map[string]*checkpoint.Claim, error) {
+	if d.net == nil {
+		return nil, nil
+	}
+	out := map[string]*checkpoint.Claim{}
+	err := d.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
+		clear(out)
+		for _, uid := range uids {
+			n, err := networkOf(cp.Claims[uid])
+			if err != nil || n == nil {
+				continue
+			}
+			for _, nd := range n.Devices {
+				if len(nd.Attachments) > 0 {
+					out[uid] = cp.Claims[uid].Clone()
+					break
+				}
+			}
+		}
+		return false, nil
+	})
+	return out, err
+}
