@@ -67,6 +67,10 @@ the paths the plugin writes into CDI specs and sockets are valid on the host too
 {{- if .Values.mock.enabled }}{{ .Values.mock.sysfsRoot }}{{ else }}/sys{{ end }}
 {{- end }}
 
+{{- define "rdma-dra-driver.rdmaKernel" -}}
+{{- if .Values.networkAttachment.rdmaKernel }}{{ .Values.networkAttachment.rdmaKernel }}{{ else if .Values.mock.enabled }}emulated{{ else }}sysfs{{ end }}
+{{- end }}
+
 {{- define "rdma-dra-driver.devRoot" -}}
 {{- if .Values.mock.enabled }}{{ .Values.mock.devRoot }}{{ else }}/dev{{ end }}
 {{- end }}
