@@ -83,12 +83,15 @@ func runSlices(c *cli.Context, cfg *slicesConfig) error {
 	if err != nil {
 		return err
 	}
+	// A skipped port is a warning; an omitted attribute is detail for -v 2.
+	logger := klog.FromContext(ctx)
 	for _, is := range res.Issues {
 		if is.Attribute == "" {
 			warnf(c, "port %s/%d not published: %s", is.IBDev, is.Port, is.Reason)
+			continue
 		}
+		logger.V(2).Info("Device attribute omitted", "ibdev", is.IBDev, "port", is.Port, "attribute", is.Attribute, "reason", is.Reason)
 	}
-	res.LogIssues(klog.FromContext(ctx))
 	for i, slice := range res.ResourceSlices() {
 		data, err := yaml.Marshal(slice)
 		if err != nil {
