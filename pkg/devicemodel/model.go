@@ -226,6 +226,13 @@ type portGroup struct {
 // buildPort makes the devices of one port, or reports why it cannot.
 func buildPort(p *discovery.Port, netns discovery.NetnsMode, opts Options, usedNames map[string]string) (*portGroup, []Issue) {
 	cfg := opts.Config
+	if netns == discovery.NetnsModeExclusive {
+		// In the kernel's exclusive RDMA netns mode a device is visible in one network
+		// namespace at a time, the one the plugin moves it into: one pod per port, so
+		// no shares (docs/network-attachment.md).
+		cfg.Modes = nodeconfig.ModesExclusive
+		cfg.Legacy.Mode = nodeconfig.LegacyModeExclusive
+	}
 	key := DeviceName(p.IBDev, p.Port)
 	portID := fmt.Sprintf("%s port %d", p.IBDev, p.Port)
 	skip := func(format string, args ...any) (*portGroup, []Issue) {
