@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 
 	yaml "go.yaml.in/yaml/v3"
 
@@ -70,16 +72,27 @@ func orderedYAML(jsonDoc []byte) ([]byte, error) {
 		return nil, fmt.Errorf("encode yaml: %w", err)
 	}
 	clearStyle(&n)
-	out, err := yaml.Marshal(&n)
-	if err != nil {
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(&n); err != nil {
 		return nil, fmt.Errorf("encode yaml: %w", err)
 	}
-	return out, nil
+	if err := enc.Close(); err != nil {
+		return nil, fmt.Errorf("encode yaml: %w", err)
+	}
+	return b.Bytes(), nil
 }
 
-// clearStyle drops the JSON flow and quoting styles so the YAML is in block style.
+// clearStyle drops the JSON flow and quoting styles so the YAML is in block style. Strings
+// that start with a digit or hold a colon stay quoted: a YAML 1.1 reader would take
+// 0000:18:00.0 for a base-60 number.
 func clearStyle(n *yaml.Node) {
 	n.Style = 0
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!str" && n.Value != "" &&
+		(strings.Contains(n.Value, ":") || (n.Value[0] >= '0' && n.Value[0] <= '9')) {
+		n.Style = yaml.DoubleQuotedStyle
+	}
 	for _, c := range n.Content {
 		clearStyle(c)
 	}
