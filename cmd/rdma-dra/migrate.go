@@ -19,6 +19,7 @@ type migrateConfig struct {
 	sharedFile, sriovFile, resourcePrefix string
 	allowWidening                         []string
 	existingFile, chartValuesFile         string
+	kubeconfig                            string
 	previewRoot                           string
 }
 
@@ -40,6 +41,7 @@ func migrateCommand() *cli.Command {
 			&cli.StringFlag{Name: "resource-prefix", Usage: "prefix of entries without resourcePrefix (the SR-IOV plugin's -resource-prefix)", DefaultText: "rdma for the shared-dev-plugin, intel.com for the SR-IOV plugin", EnvVars: []string{"RESOURCE_PREFIX"}, Destination: &cfg.resourcePrefix},
 			&cli.StringSliceFlag{Name: "allow-widening", Usage: "accept one widening a problem names, as `RESOURCE:FIELD` (repeat for each)", EnvVars: []string{"ALLOW_WIDENING"}, Destination: allow},
 			&cli.StringFlag{Name: "existing", Usage: "`FILE` of the cluster's DeviceClasses and RdmaPools (kubectl get deviceclasses,rdmapools -o yaml), checked for names the pools would collide with", EnvVars: []string{"EXISTING"}, Destination: &cfg.existingFile, TakesFile: true},
+			&cli.StringFlag{Name: "kubeconfig", Usage: "read the cluster's DeviceClasses and RdmaPools with this kubeconfig `FILE`, like --existing (read only)", EnvVars: []string{"KUBECONFIG"}, Destination: &cfg.kubeconfig, TakesFile: true},
 			&cli.StringFlag{Name: "chart-values", Usage: "the values `FILE` the chart is installed with, for its pools' names", DefaultText: "the chart's defaults", EnvVars: []string{"CHART_VALUES"}, Destination: &cfg.chartValuesFile, TakesFile: true},
 			&cli.StringFlag{Name: "dry-run-against-node", Usage: "instead of the pools, print per port of the node below this sysfs `ROOT` what the plugin selected and what the pools select", EnvVars: []string{"DRY_RUN_AGAINST_NODE"}, Destination: &cfg.previewRoot, TakesFile: true},
 		},
@@ -107,6 +109,17 @@ func runMigrate(c *cli.Context, cfg *migrateConfig) error {
 		existing, err := migrate.ExistingObjects(data, cfg.existingFile)
 		if err != nil {
 			return cliflags.Usagef("%v", err)
+		}
+		claimants = append(claimants, existing...)
+	}
+	if cfg.kubeconfig != "" {
+		client, err := clusterClient(cfg.kubeconfig)
+		if err != nil {
+			return err
+		}
+		existing, err := clusterObjects(c.Context, client, "the cluster of "+cfg.kubeconfig)
+		if err != nil {
+			return err
 		}
 		claimants = append(claimants, existing...)
 	}

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/clientcmd"
+
+	v1alpha1 "github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/migrate"
+)
+
+// The resources migrate reads from a cluster.
+var (
+	deviceClassesGVR = schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "deviceclasses"}
+	rdmaPoolsGVR     = v1alpha1.SchemeGroupVersion.WithResource(v1alpha1.RdmaPoolResource)
+)
+
+// clusterClient connects with the kubeconfig file; migrate reads, never writes.
+func clusterClient(kubeconfig string) (dynamic.Interface, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("load kubeconfig: %w", err)
+	}
+	return dynamic.NewForConfig(cfg)
+}
+
+// clusterObjects lists the cluster's DeviceClasses and RdmaPools as claimants. A cluster
+// without the RdmaPool CRD has no pools.
+func clusterObjects(ctx context.Context, client dynamic.Interface, source string) ([]migrate.Claimant, error) {
+	var items []unstructured.Unstructured
+	for _, gvr := range []schema.GroupVersionResource{deviceClassesGVR, rdmaPoolsGVR} {
+		list, err := client.Resource(gvr).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			if gvr == rdmaPoolsGVR && isNotFound(err) {
+				continue
+			}
+			return nil, fmt.Errorf("list %s: %w", gvr.Resource, err)
+		}
+		items = append(items, list.Items...)
+	}
+	var out []migrate.Claimant
+	for _, it := range items {
+		data, err := json.Marshal(it.Object)
+		if err != nil {
+			return nil, err
+		}
+		cl, err := migrate.ExistingObjects(data, source)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, cl...)
+	}
+	return out, nil
+}
+
+func isNotFound(err error) bool { return apierrors.IsNotFound(err) }
