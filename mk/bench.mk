@@ -5,6 +5,9 @@
 # BENCH_PLUGIN_BIN (measure a prebuilt plugin instead of the tree).
 # Needs etcd and kube-apiserver in _output/cluster-cache: cluster-build makes them (about
 # 15 minutes cold on 2 cores, nothing when cached).
+# The comparison with the reference driver builds sigs.k8s.io/dra-example-driver's kubelet
+# plugin at the version test/bench/reference/go.mod pins, from the Go module proxy (or the
+# module cache) into _output/bench/bin; go.sum there pins every module's hash.
 BENCH_TOOL := _output/bench/rdma-dra-bench
 export BENCH_SMOKE BENCH_IDLE BENCH_FLIPS BENCH_REPORT BENCH_PLUGIN_BIN
 

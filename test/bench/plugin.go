@@ -76,6 +76,8 @@ type PluginOptions struct {
 	RescanInterval time.Duration
 	// LogFile receives the plugin's output.
 	LogFile string
+	// MetricsAddress, when set, is where the plugin serves /metrics (host:port).
+	MetricsAddress string
 }
 
 // Plugin is a running rdma-dra-kubeletplugin.
@@ -116,6 +118,9 @@ func startPlugin(ctx context.Context, kube kubernetes.Interface, o PluginOptions
 	}
 	if o.RescanInterval > 0 {
 		args = append(args, "--rescan-interval="+o.RescanInterval.String())
+	}
+	if o.MetricsAddress != "" {
+		args = append(args, "--metrics-address="+o.MetricsAddress)
 	}
 	proc, err := startProcess(ctx, "rdma-dra-kubeletplugin", o.LogFile, o.Binary, args...)
 	if err != nil {

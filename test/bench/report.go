@@ -111,6 +111,7 @@ func renderReport(r *Results) string {
 	}
 	w("\n## How it is measured\n\n%s\n", howText)
 	writePrepare(&b, r)
+	writeReference(&b, r)
 	writeDiscovery(&b, r)
 	writeEvent(&b, r)
 	writeModels(&b, r)

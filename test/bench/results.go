@@ -19,6 +19,10 @@ type Results struct {
 	SliceBytesPerNode      *float64 `json:"slice_bytes_per_node"`
 	AllocMSPerPod1000Nodes *float64 `json:"alloc_ms_per_pod_1000_nodes"`
 	IdleRSSMiB             *float64 `json:"idle_rss_mib"`
+	// The comparison with the reference driver (reference.go).
+	PrepareP50RatioVsReferenceC1        *float64 `json:"prepare_p50_ratio_vs_reference_c1"`
+	CyclesRatioVsReferenceDefaultLimits *float64 `json:"cycles_ratio_vs_reference_default_limits"`
+	StatusUpdatesDropped                *float64 `json:"status_updates_dropped"`
 
 	Meta    Meta    `json:"meta"`
 	Details Details `json:"details"`
@@ -44,16 +48,17 @@ type Meta struct {
 
 // Details are the measurements behind the headline figures.
 type Details struct {
-	Discovery   []DiscoveryPoint `json:"discovery"`
-	SliceSizes  []SliceSize      `json:"slice_sizes"`
-	StoredBytes int              `json:"slice_bytes_stored,omitempty"`
-	AllocNodes  []AllocPoint     `json:"alloc_by_nodes"`
-	AllocModels []AllocPoint     `json:"alloc_by_model"`
-	Prepare1    *LoadResult      `json:"prepare_1dev,omitempty"`
-	Prepare8    *LoadResult      `json:"prepare_8dev,omitempty"`
-	Throughput  []LoadResult     `json:"throughput"`
-	Event       *EventResult     `json:"event,omitempty"`
-	Idle        *IdleResult      `json:"idle,omitempty"`
+	Discovery   []DiscoveryPoint     `json:"discovery"`
+	SliceSizes  []SliceSize          `json:"slice_sizes"`
+	StoredBytes int                  `json:"slice_bytes_stored,omitempty"`
+	AllocNodes  []AllocPoint         `json:"alloc_by_nodes"`
+	AllocModels []AllocPoint         `json:"alloc_by_model"`
+	Prepare1    *LoadResult          `json:"prepare_1dev,omitempty"`
+	Prepare8    *LoadResult          `json:"prepare_8dev,omitempty"`
+	Throughput  []LoadResult         `json:"throughput"`
+	Event       *EventResult         `json:"event,omitempty"`
+	Idle        *IdleResult          `json:"idle,omitempty"`
+	Reference   *ReferenceComparison `json:"reference,omitempty"`
 }
 
 // IdleResult is the plugin's memory after an idle period.
@@ -97,6 +102,9 @@ func (r *Results) Goals() []Goal {
 		{"slice_bytes_per_node", "JSON size of an 8-port node's ResourceSlices", "bytes", 16384, false, r.SliceBytesPerNode},
 		{"alloc_ms_per_pod_1000_nodes", "allocation time per pod, 1000 nodes × 8 ports, 80% full", "ms", 5, false, r.AllocMSPerPod1000Nodes},
 		{"idle_rss_mib", "plugin RSS after idling, 8-port node", "MiB", 40, false, r.IdleRSSMiB},
+		{"prepare_p50_ratio_vs_reference_c1", "prepare p50 / dra-example-driver's, 1 concurrent, both at 50/100 QPS/burst", "×", 1, false, r.PrepareP50RatioVsReferenceC1},
+		{"cycles_ratio_vs_reference_default_limits", "cycles/s (status backlog included) / dra-example-driver's, 16 concurrent, 50/100", "×", 1, true, r.CyclesRatioVsReferenceDefaultLimits},
+		{"status_updates_dropped", "claim status updates lost over the whole run", "", 0, false, r.StatusUpdatesDropped},
 	}
 }
 

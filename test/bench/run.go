@@ -51,6 +51,10 @@ type scale struct {
 	throughputLevels   []int
 	throughputDuration time.Duration
 	rescan             time.Duration // zero: the plugin's default
+	// compareRounds and compareDuration shape the comparison with the reference driver:
+	// rounds of each load, each load this long.
+	compareRounds   int
+	compareDuration time.Duration
 }
 
 func (o Options) scale() scale {
@@ -59,13 +63,14 @@ func (o Options) scale() scale {
 			discoverySizes: []int{8, 320}, discoveryMinScans: 2,
 			allocNodes: []int{100, 1000}, compareNodes: 100, allocMinPods: 1,
 			prepareRounds: 2, prepareMaxTime: 10 * time.Second, throughputLevels: []int{1, 64}, throughputDuration: 500 * time.Millisecond,
-			rescan: time.Second,
+			rescan: time.Second, compareRounds: 1, compareDuration: 500 * time.Millisecond,
 		}
 	}
 	return scale{
 		discoverySizes: []int{8, 16, 32, 64, 320}, discoveryMinScans: 20, discoveryMinTime: time.Second,
 		allocNodes: []int{100, 250, 500, 1000}, compareNodes: 1000, allocMinPods: 10, allocMinTime: 2 * time.Second,
 		prepareRounds: 40, prepareMaxTime: 40 * time.Second, throughputLevels: []int{1, 4, 16, 64}, throughputDuration: 5 * time.Second,
+		compareRounds: 6, compareDuration: 3 * time.Second,
 	}
 }
 
@@ -98,17 +103,28 @@ func Run(ctx context.Context, o Options) *Results {
 		fail("build plugin", buildErr)
 	}
 	r.Meta.PluginSource = source
+	ref := reference{}
+	ref.bin, ref.version, ref.err = buildReference(ctx, o.Repo, filepath.Join(o.Out, "bin"))
+	if ref.err != nil {
+		fail("build reference driver", ref.err)
+	}
 	if err := measureLocal(ctx, o, sc, work, r); err != nil {
 		fail("local", err)
 	}
 	if buildErr == nil {
-		if err := measureCluster(ctx, o, sc, work, pluginBin, r); err != nil {
+		if err := measureCluster(ctx, o, sc, work, pluginBin, ref, r); err != nil {
 			fail("cluster", err)
 		}
 	}
 	r.Meta.LoadAfter = loadAverage()
 	r.Meta.Seconds = time.Since(start).Round(time.Second).Seconds()
 	return r
+}
+
+// reference is the built reference driver, or why it could not be built.
+type reference struct {
+	bin, version string
+	err          error
 }
 
 // measureLocal measures what needs no API server: discovery, slice sizes, allocation.
@@ -164,7 +180,7 @@ func measureLocal(ctx context.Context, o Options, sc scale, work string, r *Resu
 
 // measureCluster starts the control plane and two plugins: one under load (prepare,
 // throughput, port flips) and one left idle for its memory.
-func measureCluster(ctx context.Context, o Options, sc scale, work, pluginBin string, r *Results) error {
+func measureCluster(ctx context.Context, o Options, sc scale, work, pluginBin string, ref reference, r *Results) error {
 	logger := klog.FromContext(ctx)
 	logs := filepath.Join(o.Out, "logs")
 	bins, err := cachedBinaries(ctx, o.Repo)
@@ -190,10 +206,14 @@ func measureCluster(ctx context.Context, o Options, sc scale, work, pluginBin st
 		if _, err := cp.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 			return nil, fmt.Errorf("create node %s: %w", name, err)
 		}
+		port, err := freePorts(1)
+		if err != nil {
+			return nil, err
+		}
 		return startPlugin(ctx, cp.Client, PluginOptions{
 			Binary: pluginBin, Dir: filepath.Join(work, name), CDIDir: filepath.Join(cdiBase, name),
 			NodeName: name, Ports: 8, Kubeconfig: cp.Kubeconfig, RescanInterval: rescan,
-			LogFile: filepath.Join(logs, name+".log"),
+			LogFile: filepath.Join(logs, name+".log"), MetricsAddress: "127.0.0.1:" + strconv.Itoa(port[0]),
 		})
 	}
 	idle, err := newPlugin("bench-node-idle", 0)
@@ -216,6 +236,14 @@ func measureCluster(ctx context.Context, o Options, sc scale, work, pluginBin st
 	var errs []error
 	if err := measurePrepare(ctx, cp, loaded, sc, r); err != nil {
 		errs = append(errs, err)
+	}
+	if ref.err == nil {
+		if err := compareReference(ctx, cp, loaded, ref.bin, ref.version, work, logs, cdiBase, sc, r); err != nil {
+			errs = append(errs, fmt.Errorf("comparison with the reference driver: %w", err))
+		}
+	}
+	if err := checkStatusWritten(ctx, cp, loaded, r.Details.Reference, r); err != nil {
+		errs = append(errs, fmt.Errorf("claim status check: %w", err))
 	}
 	ev, err := measureEventToSlice(ctx, cp.Client, loaded, eventPeriod(sc.rescan), o.Flips)
 	if err != nil {
