@@ -181,7 +181,7 @@ func TestNaturalOrder(t *testing.T) {
 	for _, tt := range []struct {
 		a, b string
 		want int
-	}{{"mlx5_2", "mlx5_10", -1}, {"mlx5_10", "mlx5_2", 1}, {"mlx5_bond_0", "mlx5_2", 1}, {"a01", "a1", 0}, {"ib", "ib0", -1}} {
+	}{{"mlx5_2", "mlx5_10", -1}, {"mlx5_10", "mlx5_2", 1}, {"mlx5_bond_0", "mlx5_2", 1}, {"a01", "a1", -1}, {"a1", "a1", 0}, {"ib", "ib0", -1}} {
 		if got := naturalCompare(tt.a, tt.b); got != tt.want {
 			t.Errorf("naturalCompare(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
 		}

@@ -146,9 +146,7 @@ func Build(inv *discovery.Inventory, opts Options) (*Result, error) {
 
 	ports := slices.Clone(inv.Ports)
 	// Discovery keeps ports sorted; sorting again makes the output independent of that.
-	slices.SortStableFunc(ports, func(a, b discovery.Port) int {
-		return cmp.Or(cmp.Compare(a.IBDev, b.IBDev), cmp.Compare(a.Port, b.Port))
-	})
+	slices.SortStableFunc(ports, discovery.ComparePorts)
 
 	usedNames := make(map[string]string) // device or counter set name -> ibdev:port
 	var groups []portGroup

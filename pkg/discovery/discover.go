@@ -50,7 +50,7 @@ func New(opts Options) *Discoverer {
 }
 
 // Discover scans the tree once and returns every port of every RDMA device, sorted by
-// (IBDev, Port). Only an unusable root is an error: a node without RDMA devices yields an
+// ComparePorts. Only an unusable root is an error: a node without RDMA devices yields an
 // empty inventory, and a missing or garbled file leaves that one fact unknown.
 func (d *Discoverer) Discover(ctx context.Context) (*Inventory, error) {
 	f, err := d.open()
@@ -75,9 +75,7 @@ func (d *Discoverer) Discover(ctx context.Context) (*Inventory, error) {
 	for _, ports := range perDevice {
 		inv.Ports = append(inv.Ports, ports...)
 	}
-	slices.SortFunc(inv.Ports, func(a, b Port) int {
-		return cmp.Or(cmp.Compare(a.IBDev, b.IBDev), cmp.Compare(a.Port, b.Port))
-	})
+	SortPorts(inv.Ports)
 	return inv, nil
 }
 

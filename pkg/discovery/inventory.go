@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+
+	"github.com/rdma-dra/rdma-dra-driver/internal/natsort"
 )
 
 // Link layers as the kernel spells them in ports/<p>/link_layer.
@@ -31,7 +33,8 @@ const (
 
 // Inventory is everything discovery found on one node.
 //
-// Invariant: Ports is sorted by (IBDev, Port) and holds each pair once, so that the same
+// Invariant: Ports is sorted by ComparePorts (natural order of IBDev, then Port) and
+// holds each pair once, so that the same
 // hardware always yields the same inventory and the published slices do not churn.
 type Inventory struct {
 	// NetnsMode is the RDMA subsystem's network namespace mode of the node.
@@ -185,9 +188,13 @@ func UnmarshalInventory(data []byte) (*Inventory, error) {
 	return &inv, nil
 }
 
-// SortPorts sorts ports by (IBDev, Port), the Inventory's order.
+// SortPorts sorts ports in the Inventory's order, ComparePorts.
 func SortPorts(ports []Port) {
-	slices.SortFunc(ports, func(a, b Port) int {
-		return cmp.Or(cmp.Compare(a.IBDev, b.IBDev), cmp.Compare(a.Port, b.Port))
-	})
+	slices.SortFunc(ports, ComparePorts)
+}
+
+// ComparePorts orders ports by IBDev in natural order (mlx5_2 before mlx5_10, as a
+// person reads them), then by port number.
+func ComparePorts(a, b Port) int {
+	return cmp.Or(natsort.Compare(a.IBDev, b.IBDev), cmp.Compare(a.Port, b.Port))
 }

@@ -4,6 +4,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/rdma-dra/rdma-dra-driver/internal/natsort"
 )
 
 // ExpectedPort is what discovery should report for one port of a mock node, derived from
@@ -50,7 +52,7 @@ type ExpectedPort struct {
 }
 
 // ExpectedPorts lists every port of the node as discovery should see it, sorted by ibdev
-// name (plain string order) and port number. n must be valid.
+// name (natural order, natsort) and port number. n must be valid.
 func (n *Node) ExpectedPorts() []ExpectedPort {
 	p := newPaths(n)
 	chardevs := map[string]*CharDev{}
@@ -90,8 +92,8 @@ func (n *Node) ExpectedPorts() []ExpectedPort {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
-		if out[i].IBDev != out[j].IBDev {
-			return out[i].IBDev < out[j].IBDev
+		if c := natsort.Compare(out[i].IBDev, out[j].IBDev); c != 0 {
+			return c < 0
 		}
 		return out[i].Port < out[j].Port
 	})
