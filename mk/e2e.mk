@@ -1,7 +1,7 @@
 # The end-to-end suite on the local cluster (docs/e2e.md).
 # E2E_RUN=REGEXP selects tests, E2E_TIMEOUT bounds the go test run, E2E_TEARDOWN=1 runs
 # cluster-down afterwards (CI does).
-E2E_TIMEOUT ?= 30m
+E2E_TIMEOUT ?= 40m
 E2E_TEARDOWN ?= 0
 E2E_RUN ?=
 
