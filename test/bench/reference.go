@@ -273,6 +273,39 @@ func checkStatusWritten(ctx context.Context, cp *ControlPlane, p *Plugin, cmp *R
 			claims = append(claims, &drapb.Claim{Namespace: c.Namespace, Name: c.Name, Uid: string(c.UID)})
 		}
 	}
+	// One group of claims (one-*, eight-*, cmp-*) at a time: all of them at once would
+	// ask for more shares of a port than it has.
+	groups := map[string][]*drapb.Claim{}
+	var names []string
+	for _, c := range claims {
+		g := c.Name[:strings.LastIndexByte(c.Name, '-')+1]
+		if groups[g] == nil {
+			names = append(names, g)
+		}
+		groups[g] = append(groups[g], c)
+	}
+	missing := 0
+	for _, g := range names {
+		n, err := statusOfGroup(ctx, cp, client, p, groups[g])
+		if err != nil {
+			return err
+		}
+		missing += n
+	}
+	failed, err := scrapeMetric(ctx, p, `rdma_dra_claim_status_updates_total{result="failed"}`)
+	if err != nil {
+		return err
+	}
+	if cmp != nil {
+		cmp.StatusChecked, cmp.StatusMissing, cmp.StatusFailed = len(claims), missing, failed
+	}
+	r.StatusUpdatesDropped = ptr(float64(missing) + failed)
+	return nil
+}
+
+// statusOfGroup prepares claims at once, waits until the plugin wrote their status,
+// counts those whose status.devices the API server lacks, and unprepares them again.
+func statusOfGroup(ctx context.Context, cp *ControlPlane, client drapb.DRAPluginClient, p *Plugin, claims []*drapb.Claim) (int, error) {
 	var wg sync.WaitGroup
 	errs := make([]error, len(claims))
 	for i, c := range claims {
@@ -286,35 +319,25 @@ func checkStatusWritten(ctx context.Context, cp *ControlPlane, p *Plugin, cmp *R
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("prepare for the status check: %w", err)
+		return 0, fmt.Errorf("prepare for the status check: %w", err)
 	}
 	if _, err := waitStatusDrained(ctx, p, 2*time.Minute); err != nil {
-		return err
+		return 0, err
 	}
 	missing := 0
 	for _, c := range claims {
 		got, err := cp.Client.ResourceV1().ResourceClaims(c.Namespace).Get(ctx, c.Name, metav1.GetOptions{})
 		if err != nil {
-			return fmt.Errorf("get claim %s: %w", c.Name, err)
+			return 0, fmt.Errorf("get claim %s: %w", c.Name, err)
 		}
 		if n := len(got.Status.Devices); n == 0 || n != len(got.Status.Allocation.Devices.Results) {
 			missing++
 		}
-	}
-	failed, err := scrapeMetric(ctx, p, `rdma_dra_claim_status_updates_total{result="failed"}`)
-	if err != nil {
-		return err
-	}
-	for _, c := range claims {
 		if _, err := client.NodeUnprepareResources(ctx, &drapb.NodeUnprepareResourcesRequest{Claims: []*drapb.Claim{c}}); err != nil {
-			return fmt.Errorf("unprepare %s: %w", c.Name, err)
+			return 0, fmt.Errorf("unprepare %s: %w", c.Name, err)
 		}
 	}
-	if cmp != nil {
-		cmp.StatusChecked, cmp.StatusMissing, cmp.StatusFailed = len(claims), missing, failed
-	}
-	r.StatusUpdatesDropped = ptr(float64(missing) + failed)
-	return nil
+	return missing, nil
 }
 
 // waitStatusDrained waits until the plugin reports no pending claim status and returns
