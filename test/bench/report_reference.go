@@ -19,9 +19,12 @@ func writeReference(b *strings.Builder, r *Results) {
 		"(%d QPS, burst %d: this driver's defaults, the kubelet's), their data directories on the same disk and "+
 		"their CDI directories on the same tmpfs; one-device claims (one share of an RDMA port here, one whole GPU "+
 		"there), prepared and unprepared back to back over the DRA socket. %d rounds, alternating which driver "+
-		"goes first (A B, B A), %s per load; medians of the rounds. This driver's cycles/s count the time its "+
+		"goes first (A B, B A); medians of the rounds. The 1-concurrent load is %d cycles after a pause that "+
+		"refills the client's token bucket: within the burst, it measures the plugin, as for one pod on a quiet node. "+
+		"The %d-concurrent load runs %g s, past the burst, so both plugins are held to the same %d requests per second "+
+		"and each prepare costs both the helper's GET of the claim. This driver's cycles/s count the time its "+
 		"status writer needed afterwards to have every prepared claim's status written.\n\n",
-		c.Reference, "k8s.io v0.36.2", defaultQPS, defaultBurst, c.Rounds, fmt.Sprintf("%g s", c.LoadSeconds))
+		c.Reference, "k8s.io v0.36.2", defaultQPS, defaultBurst, c.Rounds, c.C1Cycles, compareConcurrency, c.LoadSeconds, defaultQPS)
 	fmt.Fprintf(b, "| figure | this driver | reference | ratio |\n|---|---|---|---|\n")
 	dp, rp := median(c.DriverPrepareP50C1), median(c.ReferencePrepareP50C1)
 	fmt.Fprintf(b, "| prepare p50, 1 concurrent | %.3g ms | %.3g ms | %.2f |\n", dp, rp, dp/rp)

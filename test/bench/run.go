@@ -55,6 +55,8 @@ type scale struct {
 	// rounds of each load, each load this long.
 	compareRounds   int
 	compareDuration time.Duration
+	// compareC1Cycles is the length of the 1-concurrent load, within the client's burst.
+	compareC1Cycles int
 }
 
 func (o Options) scale() scale {
@@ -63,14 +65,14 @@ func (o Options) scale() scale {
 			discoverySizes: []int{8, 320}, discoveryMinScans: 2,
 			allocNodes: []int{100, 1000}, compareNodes: 100, allocMinPods: 1,
 			prepareRounds: 2, prepareMaxTime: 10 * time.Second, throughputLevels: []int{1, 64}, throughputDuration: 500 * time.Millisecond,
-			rescan: time.Second, compareRounds: 1, compareDuration: 500 * time.Millisecond,
+			rescan: time.Second, compareRounds: 1, compareDuration: 500 * time.Millisecond, compareC1Cycles: 5,
 		}
 	}
 	return scale{
 		discoverySizes: []int{8, 16, 32, 64, 320}, discoveryMinScans: 20, discoveryMinTime: time.Second,
 		allocNodes: []int{100, 250, 500, 1000}, compareNodes: 1000, allocMinPods: 10, allocMinTime: 2 * time.Second,
 		prepareRounds: 40, prepareMaxTime: 40 * time.Second, throughputLevels: []int{1, 4, 16, 64}, throughputDuration: 5 * time.Second,
-		compareRounds: 6, compareDuration: 3 * time.Second,
+		compareRounds: 6, compareDuration: 3 * time.Second, compareC1Cycles: 40,
 	}
 }
 
