@@ -202,7 +202,8 @@ func checkHost(h *netlink.Handle, links []Link, nodeIP netip.Addr) error {
 					continue // the default route: more specific routes win, and none is ours
 				}
 				dst, ok := prefixOf(r.Dst)
-				if !ok || !dst.Overlaps(p) {
+				if !ok || dst.Bits() == 0 || !dst.Overlaps(p) {
+					// netlink reports a default route as 0.0.0.0/0 (or ::/0), not nil.
 					continue
 				}
 				name := ""
