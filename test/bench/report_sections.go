@@ -34,19 +34,19 @@ func writePrepare(b *strings.Builder, r *Results) {
 	fmt.Fprintf(b, `What limits it: the plugin's own API rate limit, by design. Prepare calls run
 concurrently (per-claim locks, one group-committed checkpoint write per batch, no fsync; see
 docs/kubelet-plugin.md), and the plugin itself uses about a fifth of a core at 1000 cycles
-per second. But every prepare costs two requests to the API server (the helper's GET of the
-claim and the plugin's patch of `+"`status.devices`"+`), and the plugin's client is limited to
+per second. But every prepare costs one request to the API server, the helper's GET of the
+claim (the plugin's apply of `+"`status.devices`"+` goes through a client and budget of its own,
+off the prepare path), and the plugin's client is limited to
 `+"`--kube-api-qps`"+` 50 with a burst of 100 by default, the kubelet's own defaults: in this
 closed loop, which prepares claims back to back for seconds, claims per second level off at
-the limiter's pace (about 25 to 50 per second) whatever the concurrency, and latency is the
+the limiter's pace (50 per second) whatever the concurrency, and latency is the
 queue in front of it. A burst of 16 pods fits in the burst and waits for nothing.
 
 What it would take: the goals assume a per-node limit of several hundred requests per
 second, which a cluster of 1000 nodes should not give its node agents by default. With
 `+"`KUBE_API_QPS=5000`"+` the same harness measured over 1000 claims per second and a p99 of
 15 to 24 ms (1 device) and 57 to 62 ms (8 devices) at 16 concurrent; what remains is the two
-shared cores, where the API server, etcd and the load generator run beside the plugin. A
-separate client for status writes would halve the requests on the prepare path.
+shared cores, where the API server, etcd and the load generator run beside the plugin.
 `)
 }
 
