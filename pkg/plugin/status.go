@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,8 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
-	resourceac "k8s.io/client-go/applyconfigurations/resource/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -99,8 +98,8 @@ const (
 )
 
 // StatusWriter keeps the desired device status of every prepared claim and writes it to
-// the claim's status.devices with server-side apply (field manager = the driver name),
-// so that it neither races with nor overwrites other writers of the claim's status.
+// the claim's status.devices with a merge patch guarded by UID and resourceVersion
+// (apply), so that it neither races with nor overwrites other writers of the status.
 //
 // Invariants:
 //   - Nothing is dropped: every Set or Update is written unless a later one for the same
@@ -348,49 +347,72 @@ func (s *StatusWriter) logFinal(ctx context.Context, ref ClaimRef, err error) {
 }
 
 // apply writes the claim's status.devices of this driver.
+// optimisticLockMsg starts the API server's message for a write against an old
+// resourceVersion (a Conflict, like a failed UID precondition, which is final).
+const optimisticLockMsg = "the object has been modified"
+
 func (s *StatusWriter) apply(ctx context.Context, ref ClaimRef, devices []DeviceStatus, readySince metav1.Time) error {
-	status := resourceac.ResourceClaimStatus()
+	ours := make([]resourceapi.AllocatedDeviceStatus, 0, len(devices))
 	for _, dev := range devices {
-		ds := resourceac.AllocatedDeviceStatus().
-			WithDriver(s.opts.DriverName).
-			WithPool(dev.Pool).
-			WithDevice(dev.Device).
-			WithConditions(metav1ac.Condition().
-				WithType(ConditionReady).
-				WithStatus(metav1.ConditionTrue).
-				WithReason("Prepared").
-				WithMessage("CDI spec written").
-				WithObservedGeneration(ref.Generation).
-				WithLastTransitionTime(readySince))
+		ds := resourceapi.AllocatedDeviceStatus{
+			Driver: s.opts.DriverName, Pool: dev.Pool, Device: dev.Device,
+			Conditions: []metav1.Condition{{
+				Type: ConditionReady, Status: metav1.ConditionTrue, Reason: "Prepared", Message: "CDI spec written",
+				ObservedGeneration: ref.Generation, LastTransitionTime: readySince,
+			}},
+		}
 		if dev.ShareID != "" {
-			ds = ds.WithShareID(dev.ShareID)
+			id := dev.ShareID
+			ds.ShareID = &id
 		}
 		if dev.Data != nil {
 			raw, err := json.Marshal(dev.Data)
 			if err != nil {
 				return fmt.Errorf("encode device status data: %w", err)
 			}
-			ds = ds.WithData(runtime.RawExtension{Raw: raw})
+			ds.Data = &runtime.RawExtension{Raw: raw}
 		}
 		if n := dev.Network; n != nil {
-			nd := resourceac.NetworkDeviceData()
-			if n.InterfaceName != "" {
-				nd = nd.WithInterfaceName(n.InterfaceName)
-			}
-			if len(n.IPs) > 0 {
-				nd = nd.WithIPs(n.IPs...)
-			}
-			if n.HardwareAddress != "" {
-				nd = nd.WithHardwareAddress(n.HardwareAddress)
-			}
-			ds = ds.WithNetworkData(nd)
+			ds.NetworkData = &resourceapi.NetworkDeviceData{InterfaceName: n.InterfaceName, IPs: n.IPs, HardwareAddress: n.HardwareAddress}
 		}
-		status = status.WithDevices(ds)
+		ours = append(ours, ds)
 	}
-	ac := resourceac.ResourceClaim(ref.Name, ref.Namespace).WithUID(ref.UID).WithStatus(status)
-	_, err := s.opts.Kube.ResourceV1().ResourceClaims(ref.Namespace).ApplyStatus(ctx, ac, metav1.ApplyOptions{FieldManager: s.opts.DriverName, Force: true})
-	if err != nil {
-		return fmt.Errorf("apply claim status: %w", err)
+	// A merge patch guarded by the UID and resourceVersion, not server-side apply: apply
+	// converts the whole claim to unstructured and back, which re-sorts the keys of the
+	// allocation's opaque config parameters, and the API server then refuses the write
+	// as a change of status.allocation (that needs resourceclaims/binding). The patch
+	// carries the other drivers' entries as they are, so nothing of theirs changes.
+	claims := s.opts.Kube.ResourceV1().ResourceClaims(ref.Namespace)
+	for attempt := 0; ; attempt++ {
+		claim, err := claims.Get(ctx, ref.Name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("read claim for its status: %w", err)
+		}
+		if claim.UID != ref.UID {
+			return apierrors.NewNotFound(resourceapi.Resource("resourceclaims"), ref.Name)
+		}
+		merged := make([]resourceapi.AllocatedDeviceStatus, 0, len(claim.Status.Devices)+len(ours))
+		for _, ds := range claim.Status.Devices {
+			if ds.Driver != s.opts.DriverName {
+				merged = append(merged, ds)
+			}
+		}
+		merged = append(merged, ours...)
+		patch, err := json.Marshal(map[string]any{
+			"metadata": map[string]any{"uid": ref.UID, "resourceVersion": claim.ResourceVersion},
+			"status":   map[string]any{"devices": merged},
+		})
+		if err != nil {
+			return fmt.Errorf("encode claim status patch: %w", err)
+		}
+		_, err = claims.Patch(ctx, ref.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: s.opts.DriverName}, "status")
+		if apierrors.IsConflict(err) && strings.Contains(err.Error(), optimisticLockMsg) && attempt < 4 {
+			continue // changed since the read: read again (a UID precondition failure is final)
+		}
+		if err != nil {
+			return fmt.Errorf("patch claim status: %w", err)
+		}
+		break
 	}
 	klog.FromContext(ctx).V(4).Info("Wrote claim device status", "claim", klog.KRef(ref.Namespace, ref.Name), "devices", len(devices))
 	return nil
