@@ -228,7 +228,7 @@ func inPool(t *testing.T, name string) func(netip.Prefix) error {
 // TestRoCESharesMacvlan: two pods with a share each of one RoCE port get a macvlan child
 // of the port's netdev as rdma0 with an address of the node's pool and MTU 9000, their
 // NCCL_IB_GID_INDEX and UCX_IB_GID_INDEX are the index of their own address's RoCE v2
-// GID, NCCL_SOCKET_IFNAME is rdma0, the claims' networkData says what the pods see, and
+// GID, NCCL_SOCKET_IFNAME is =rdma0, the claims' networkData says what the pods see, and
 // they ping each other over rdma0. Afterwards the host is as it was.
 func TestRoCESharesMacvlan(t *testing.T) {
 	before := mustCaptureHost(t, rocePortA)
@@ -246,8 +246,9 @@ func TestRoCESharesMacvlan(t *testing.T) {
 	for _, p := range pods {
 		a := expectAttached(t, ns, p, podIf, 9000, check, rocePortA)
 		assertSees(t, p, a.report, want{ibdevs: []string{rocePortA}, gidIndex: a.report.Env["NCCL_IB_GID_INDEX"]})
-		if got := a.report.Env["NCCL_SOCKET_IFNAME"]; got != podIf {
-			t.Errorf("%s: NCCL_SOCKET_IFNAME=%q, want %s (socketInterface: true)", p, got, podIf)
+		// The leading = makes NCCL match the name exactly (rdma0, not rdma01).
+		if got := a.report.Env["NCCL_SOCKET_IFNAME"]; got != "="+podIf {
+			t.Errorf("%s: NCCL_SOCKET_IFNAME=%q, want =%s (socketInterface: true)", p, got, podIf)
 		}
 		got = append(got, a)
 	}
