@@ -25,6 +25,10 @@ test: ## unit tests of the driver; in test/: the API server's validation of our 
 	$(GO) test -count=1 ./...
 	cd test && $(GO) test -count=1 ./validation/... ./cluster/... ./bench/...
 
+.PHONY: test-race
+test-race: ## unit tests of the driver under the race detector (the plugin, checkpoint and health packages are lock-heavy)
+	$(GO) test -race -count=1 ./...
+
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME each (default 10s)
 	hack/fuzz.sh $(FUZZTIME)
