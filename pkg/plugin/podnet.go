@@ -108,15 +108,24 @@ func (p *podNetwork) claimsOfPod(ctx context.Context, pod string) ([]podWork, er
 	return work, err
 }
 
-// lockClaims takes the locks of the claims in work.
-func (p *podNetwork) lockClaims(ctx context.Context, work []podWork) (*heldClaims, error) {
+// lockPodClaims finds the claims of pod (claimsOfPod) and takes their locks; with no
+// claims it returns no work and holds nothing.
+func (p *podNetwork) lockPodClaims(ctx context.Context, pod string) ([]podWork, *heldClaims, error) {
+	work, err := p.claimsOfPod(ctx, pod)
+	if err != nil || len(work) == 0 {
+		return nil, nil, err
+	}
 	var uids []string
 	for _, w := range work {
 		if !slices.Contains(uids, w.claimUID) {
 			uids = append(uids, w.claimUID)
 		}
 	}
-	return p.d.claims.lock(ctx, uids)
+	held, err := p.d.claims.lock(ctx, uids)
+	if err != nil {
+		return nil, nil, fmt.Errorf("lock claims: %w", err)
+	}
+	return work, held, nil
 }
 
 // errClaimGone is returned when a claim's entry went away while it was worked on.
@@ -163,13 +172,9 @@ func (p *podNetwork) journal(ctx context.Context, w podWork, pod string) netatta
 func (p *podNetwork) attachPod(ctx context.Context, pod, podName, netnsPath string) error {
 	logger := klog.FromContext(ctx).WithValues("podUID", pod, "pod", podName)
 	ctx = klog.NewContext(ctx, logger)
-	work, err := p.claimsOfPod(ctx, pod)
+	work, held, err := p.lockPodClaims(ctx, pod)
 	if err != nil || len(work) == 0 {
 		return err
-	}
-	held, err := p.lockClaims(ctx, work)
-	if err != nil {
-		return fmt.Errorf("lock claims: %w", err)
 	}
 	defer held.release(nil)
 	var errs []error
@@ -394,13 +399,9 @@ func podInterfaces(cp *checkpoint.Checkpoint, pod string) (map[string]bool, map[
 func (p *podNetwork) detachPod(ctx context.Context, pod string) error {
 	logger := klog.FromContext(ctx).WithValues("podUID", pod)
 	ctx = klog.NewContext(ctx, logger)
-	work, err := p.claimsOfPod(ctx, pod)
+	work, held, err := p.lockPodClaims(ctx, pod)
 	if err != nil || len(work) == 0 {
 		return err
-	}
-	held, err := p.lockClaims(ctx, work)
-	if err != nil {
-		return fmt.Errorf("lock claims: %w", err)
 	}
 	defer held.release(nil)
 	var errs []error
