@@ -20,7 +20,8 @@ import (
 	"github.com/rdma-dra/rdma-dra-driver/test/e2e/framework"
 )
 
-// pluginClient returns a client that acts with the plugin's own credentials: a
+// pluginClient returns a client that acts with the plugin's own credentials (the
+// slice and claim policy tests use it): a
 // ServiceAccount token bound to the plugin pod, so it carries the pod's node name.
 func pluginClient(t *testing.T, ctx context.Context) kubernetes.Interface {
 	t.Helper()

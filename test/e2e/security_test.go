@@ -6,12 +6,9 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"github.com/rdma-dra/rdma-dra-driver/test/e2e/framework"
@@ -22,25 +19,7 @@ import (
 // must refuse writing another node's ResourceSlices and allow its own node's.
 func TestPluginTokenOwnNodeSlicesOnly(t *testing.T) {
 	ctx := framework.Context(t, 3*time.Minute)
-	pod, err := env.PluginPod(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := env.Client.CoreV1().ServiceAccounts(framework.Namespace).CreateToken(ctx, pod.Spec.ServiceAccountName, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{
-			ExpirationSeconds: ptr.To[int64](600),
-			BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := rest.AnonymousClientConfig(env.REST)
-	cfg.BearerToken = tok.Status.Token
-	as, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	as := pluginClient(t, ctx)
 	pluginSlices := as.ResourceV1().ResourceSlices()
 	adminSlices := env.Client.ResourceV1().ResourceSlices()
 	slice := func(name, node string) *resourceapi.ResourceSlice {
