@@ -99,6 +99,10 @@ type Device struct {
 	// PortKey is the name of the port's exclusive device: devices with the same
 	// PortKey hand out the same port.
 	PortKey string
+	// Attributes are the device's attributes as published (names of the driver's own
+	// domain unqualified when the driver runs under it). The map is shared with the
+	// other devices of the port in the same mode: read it, never write it.
+	Attributes map[resourceapi.QualifiedName]resourceapi.DeviceAttribute
 }
 
 // Issue is something Build left out.
@@ -331,7 +335,8 @@ func buildPort(p *discovery.Port, netns discovery.NetnsMode, opts Options, usedN
 			}
 		}
 		g.devices = append(g.devices, d)
-		g.meta[pl.name] = Device{Name: pl.name, Port: *p, Mode: pl.mode, MaxShares: pl.maxShares, ShareIndex: pl.shareIndex, PortKey: key}
+		g.meta[pl.name] = Device{Name: pl.name, Port: *p, Mode: pl.mode, MaxShares: pl.maxShares, ShareIndex: pl.shareIndex, PortKey: key,
+			Attributes: attrsByMode[pl.mode]}
 	}
 	return g, issues
 }

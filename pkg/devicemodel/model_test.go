@@ -72,8 +72,8 @@ func TestBuildInfiniBandPort(t *testing.T) {
 		t.Errorf("devices (-want +got):\n%s", diff)
 	}
 	wantMeta := map[string]Device{
-		"mlx5-0-p1":        {Name: "mlx5-0-p1", Port: ibPort("mlx5_0", 1), Mode: ModeExclusive, PortKey: "mlx5-0-p1"},
-		"mlx5-0-p1-shared": {Name: "mlx5-0-p1-shared", Port: ibPort("mlx5_0", 1), Mode: ModeShared, MaxShares: 16, PortKey: "mlx5-0-p1"},
+		"mlx5-0-p1":        {Name: "mlx5-0-p1", Port: ibPort("mlx5_0", 1), Mode: ModeExclusive, PortKey: "mlx5-0-p1", Attributes: attrs},
+		"mlx5-0-p1-shared": {Name: "mlx5-0-p1-shared", Port: ibPort("mlx5_0", 1), Mode: ModeShared, MaxShares: 16, PortKey: "mlx5-0-p1", Attributes: sharedAttrs},
 	}
 	if diff := cmp.Diff(wantMeta, res.Devices); diff != "" {
 		t.Errorf("Result.Devices (-want +got):\n%s", diff)
@@ -302,7 +302,8 @@ func TestBuildCases(t *testing.T) {
 						t.Errorf("%s uses features the legacy model must not: %+v", n, d)
 					}
 				}
-				want := Device{Name: "mlx5-00-p2-s2", Port: manyPorts(2)[1], Mode: ModeShared, MaxShares: 1, ShareIndex: 2, PortKey: "mlx5-00-p2"}
+				want := Device{Name: "mlx5-00-p2-s2", Port: manyPorts(2)[1], Mode: ModeShared, MaxShares: 1, ShareIndex: 2, PortKey: "mlx5-00-p2",
+					Attributes: device(t, res, "mlx5-00-p2-s2").Attributes}
 				if diff := cmp.Diff(want, res.Devices["mlx5-00-p2-s2"]); diff != "" {
 					t.Errorf("Result.Devices (-want +got):\n%s", diff)
 				}
