@@ -171,6 +171,13 @@ func (d *Driver) Cleanup(ctx context.Context) error {
 			continue
 		}
 		removedSpecs++
+		var ns, name string
+		if o.entry != nil {
+			ns, name = o.entry.Namespace, o.entry.Name
+		}
+		if err := d.metadataFiles.removeClaim(o.uid, ns, name); err != nil {
+			logger.Error(err, "Cleanup could not remove the device metadata of a deleted claim", "claimUID", o.uid)
+		}
 		gone[o.uid] = true
 		if o.entry != nil {
 			dropped = append(dropped, o.uid)

@@ -72,6 +72,10 @@ type Driver struct {
 	// is off, and netOffReason then says why.
 	net          *podNetwork
 	netOffReason string
+	// metadata rewrites the device metadata of claims whose attachments changed, and
+	// metadataFiles removes the metadata of claims the kubelet never unprepared.
+	metadata      metadataSink
+	metadataFiles *MetadataFiles
 	// netnsExclusive reports whether the node's RDMA subsystem is in exclusive network
 	// namespace mode; nil means shared.
 	netnsExclusive func() bool
@@ -137,6 +141,9 @@ type DriverOptions struct {
 	// CleanupGrace is how long a claim must be gone before Cleanup removes what it
 	// left; zero is DefaultCleanupGrace, negative removes at once (tests).
 	CleanupGrace time.Duration
+	// MetadataFiles locates the device metadata files of claims, removed with the
+	// claims' other leftovers; nil when device metadata is off.
+	MetadataFiles *MetadataFiles
 }
 
 // NewDriver checks the checkpoint and returns the driver. A checkpoint of a newer plugin
@@ -163,6 +170,7 @@ func NewDriver(ctx context.Context, opts DriverOptions) (*Driver, error) {
 		orphanSince:     map[string]time.Time{},
 		netOffReason:    opts.NetworkOffReason,
 		netnsExclusive:  opts.NetnsExclusive,
+		metadataFiles:   opts.MetadataFiles,
 	}
 	if opts.Network != nil {
 		d.net = &podNetwork{d: d, attacher: opts.Network.Attacher, pools: opts.Network.Pools, socket: opts.Network.Socket}
@@ -249,6 +257,10 @@ func (d *Driver) recoverCheckpoint(ctx context.Context, loaded checkpoint.Loaded
 			logger.Error(err, "Could not remove the CDI spec of a claim prepared before the node rebooted; dropping its entry, the cleanup removes the spec",
 				"claim", klog.KRef(stale.Namespace, stale.Name), "claimUID", stale.UID)
 			continue
+		}
+		// The metadata files live in the data directory, which a reboot keeps.
+		if err := d.metadataFiles.removeClaim(stale.UID, stale.Namespace, stale.Name); err != nil {
+			logger.Error(err, "Could not remove the device metadata of a claim prepared before the node rebooted", "claim", klog.KRef(stale.Namespace, stale.Name), "claimUID", stale.UID)
 		}
 		logger.Info("Dropped claim prepared before the node rebooted", "claim", klog.KRef(stale.Namespace, stale.Name), "claimUID", stale.UID)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apiresource "k8s.io/apimachinery/pkg/api/resource"
@@ -95,8 +96,8 @@ func TestPrepareRewritesMissingSpec(t *testing.T) {
 	if _, err := os.Stat(spec); err != nil {
 		t.Fatalf("prepare answered a completed entry without its CDI spec: %v", err)
 	}
-	if fmt.Sprint(first.Devices) != fmt.Sprint(again.Devices) {
-		t.Errorf("answer changed:\nfirst %v\nagain %v", first.Devices, again.Devices)
+	if diff := cmp.Diff(first.Devices, again.Devices); diff != "" {
+		t.Errorf("answer changed (-first +again):\n%s", diff)
 	}
 	if got := h.checkpointClaims()[string(c.UID)]; got != checkpoint.PhasePrepareCompleted {
 		t.Errorf("entry phase %q after the rewrite", got)

@@ -303,7 +303,13 @@ func startHelper(t *testing.T, ctx context.Context, d kubeletplugin.DRAPlugin, k
 		t.Fatal(err)
 	}
 	t.Cleanup(helper.Stop)
-	conn, err := grpc.NewClient("unix://"+filepath.Join(sockDir+"d", "dra.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	return dialHelper(t, sockDir+"d")
+}
+
+// dialHelper connects to the DRA socket of a helper whose plugin data directory is dir.
+func dialHelper(t *testing.T, dir string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient("unix://"+filepath.Join(dir, "dra.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -178,7 +178,7 @@ func (p *podNetwork) attachPod(ctx context.Context, pod, podName, netnsPath stri
 	}
 	defer held.release(nil)
 	var errs []error
-	attached := map[string]bool{}
+	attached, ok := map[string]bool{}, map[string]bool{}
 	for _, w := range work {
 		done, err := p.attachOne(ctx, w, pod, netnsPath)
 		switch {
@@ -187,10 +187,18 @@ func (p *podNetwork) attachPod(ctx context.Context, pod, podName, netnsPath stri
 			errs = append(errs, fmt.Errorf("claim %s: %w", w.claim, err))
 		case done:
 			attached[w.claimUID] = true
+			ok[w.claimUID] = true
+		default:
+			ok[w.claimUID] = true
 		}
 	}
 	for uid := range attached {
 		p.d.reportNetwork(ctx, uid)
+	}
+	// The metadata file also for attachments made before (a plugin that stopped
+	// between the attachment and this write): rewriting it is a local file write.
+	for _, uid := range sortedKeys(ok) {
+		p.d.updateMetadata(ctx, uid)
 	}
 	return errors.Join(errs...)
 }

@@ -137,7 +137,7 @@ func (d *Driver) reserve(ctx context.Context, cp *checkpoint.Checkpoint, plan *c
 				return kubeletplugin.PrepareResult{Err: err}, true
 			}
 			plan.podsAdded = added
-			return answerFor(existing.Clone()), true
+			return d.answerFor(existing.Clone()), true
 		}
 		// The spec is gone (a crash between "spec removed" and "entry removed" of an
 		// unprepare, or someone removed it): the answer's CDI IDs would point to nothing
@@ -210,7 +210,7 @@ func (d *Driver) writeClaim(ctx context.Context, plan *claimPlan) kubeletplugin.
 	d.stepDone(stepStatusQueued)
 	plan.entry.Phase = checkpoint.PhasePrepareCompleted
 	plan.entry.UpdatedAt = d.now()
-	return answerFor(plan.entry.Clone())
+	return d.answerFor(plan.entry.Clone())
 }
 
 // planDevices maps the claim's allocation results of this driver to published devices and
@@ -303,25 +303,6 @@ func (d *Driver) planDevices(claim *resourceapi.ResourceClaim) (*checkpoint.Clai
 		}
 	}
 	return entry, devices, nil
-}
-
-// answerFor is the kubelet's answer for a completed entry.
-func answerFor(entry *checkpoint.Claim) kubeletplugin.PrepareResult {
-	out := kubeletplugin.PrepareResult{Devices: make([]kubeletplugin.Device, 0, len(entry.Devices))}
-	for _, dev := range entry.Devices {
-		kd := kubeletplugin.Device{
-			Requests:     []string{dev.Request},
-			PoolName:     dev.Pool,
-			DeviceName:   dev.Device,
-			CDIDeviceIDs: dev.CDIDeviceIDs,
-		}
-		if dev.ShareID != "" {
-			id := types.UID(dev.ShareID)
-			kd.ShareID = &id
-		}
-		out.Devices = append(out.Devices, kd)
-	}
-	return out
 }
 
 // sameAllocation reports whether a recorded entry was prepared for the allocation that is

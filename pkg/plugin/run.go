@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
+	metadatav1beta1 "k8s.io/dynamic-resource-allocation/api/metadata/v1beta1"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -101,6 +103,9 @@ type Config struct {
 	// client (see DefaultStatusAPIQPS).
 	StatusAPIQPS   float64
 	StatusAPIBurst int
+	// DeviceMetadata gives containers the metadata of their devices (KEP-5304,
+	// docs/device-metadata.md) through files the helper writes and CDI mounts.
+	DeviceMetadata bool
 }
 
 // DefaultKubeAPIQPS and DefaultKubeAPIBurst are the plugin's client-side rate limit, the
@@ -127,6 +132,14 @@ const (
 	DefaultStatusAPIBurst = 10
 )
 
+// metadataFiles locates the device metadata files; nil when device metadata is off.
+func metadataFiles(cfg Config) *MetadataFiles {
+	if !cfg.DeviceMetadata {
+		return nil
+	}
+	return &MetadataFiles{DriverName: cfg.DriverName, CDIDir: cfg.CDIRoot, DataDir: cfg.DataDir()}
+}
+
 // DataDir is the plugin data directory: the DRA socket, the checkpoint and its lock.
 func (c Config) DataDir() string { return filepath.Join(c.PluginsDir, c.DriverName) }
 
@@ -147,7 +160,7 @@ func (c Config) KeysAndValues() []any {
 		"prepareHoldFile", c.PrepareHoldFile,
 		"namespace", c.Namespace, "daemonSetName", c.DaemonSetName,
 		"kubeAPIQPS", c.KubeAPIQPS, "kubeAPIBurst", c.KubeAPIBurst,
-		"networkAttachment", c.NetworkAttachment, "nriSocket", c.NRISocket, "rdmaKernel", c.RDMAKernel, "nodeIPs", c.NodeIPs,
+		"networkAttachment", c.NetworkAttachment, "deviceMetadata", c.DeviceMetadata, "nriSocket", c.NRISocket, "rdmaKernel", c.RDMAKernel, "nodeIPs", c.NodeIPs,
 		"statusAPIQPS", c.StatusAPIQPS, "statusAPIBurst", c.StatusAPIBurst,
 	}
 }
@@ -271,6 +284,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Network:          netOpts,
 		NetworkOffReason: netOff,
 		NetnsExclusive:   publisher.NetnsExclusive,
+		MetadataFiles:    metadataFiles(cfg),
 	})
 	if err != nil {
 		return err
@@ -290,6 +304,12 @@ func Run(ctx context.Context, cfg Config) error {
 		// other's file writes and API calls.
 		kubeletplugin.Serialize(false),
 	}
+	if cfg.DeviceMetadata {
+		// The latest version only: the helper refuses to start without it, and the
+		// consumers of an API that is new in 1.37 read it.
+		opts = append(opts, kubeletplugin.EnableDeviceMetadata(true, []schema.GroupVersion{metadatav1beta1.SchemeGroupVersion}),
+			kubeletplugin.CDIDirectory(cfg.CDIRoot))
+	}
 	if cfg.PodUID != "" {
 		opts = append(opts, kubeletplugin.RollingUpdate(types.UID(cfg.PodUID)))
 	}
@@ -299,6 +319,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer helper.Stop()
 	publisher.SetSink(helper)
+	if cfg.DeviceMetadata {
+		driver.SetMetadataWriter(helper)
+	}
 	if err := publisher.Sync(ctx); err != nil {
 		return err
 	}

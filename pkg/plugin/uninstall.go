@@ -94,6 +94,9 @@ func UninstallCleanup(ctx context.Context, cfg Config, hookPath string, store *c
 			errs = append(errs, err)
 		}
 	}
+	if err := metadataFiles(cfg).removeAll(); err != nil {
+		errs = append(errs, err)
+	}
 	unlock()
 	if err := removeDir(cfg.DataDir()); err != nil {
 		errs = append(errs, err)

@@ -1,0 +1,276 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	"github.com/rdma-dra/rdma-dra-driver/pkg/cdi"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/netattach"
+)
+
+// Device metadata (KEP-5304, docs/device-metadata.md). With --device-metadata the
+// kubelet plugin helper writes, per request of a prepared claim, a metadata file that the
+// runtime bind-mounts read-only into the claim's containers under
+// /var/run/kubernetes.io/dra-device-attributes/. The driver fills it with what an
+// application would otherwise discover with scripts: every attribute the device is
+// published with, the container path of its uverbs device and, for a device whose
+// network is attached into the pod, the pod's view (interface, addresses, the GID index
+// of the pod's own address) as networkData and attributes. Prepare answers carry the
+// metadata (so that a repeated prepare, after a kubelet restart, writes the same), and
+// the NRI side rewrites the file once an attachment is made.
+
+// Metadata attributes the driver adds to the published ones (the driver's domain, like
+// them). For a device whose network goes into the pod, netdev and gid_index keep their
+// published names but describe the pod's view, the interface in the pod and the index of
+// its address's GID, or are left out until the attachment is made (and when several
+// pods share the claim); host_netdev is then the port's netdev on the host.
+const (
+	metaUVerbs   = "uverbs"
+	metaNetdev   = "netdev"
+	metaGIDIndex = "gid_index"
+	// metaHostNetdev is the port's netdev on the host, for an attached device whose
+	// netdev attribute names the pod's interface.
+	metaHostNetdev = "host_netdev"
+)
+
+// MetadataWriter rewrites the metadata file of a prepared claim's request;
+// *kubeletplugin.Helper implements it when device metadata is enabled.
+type MetadataWriter interface {
+	UpdateRequestMetadata(ctx context.Context, namespace, name string, uid types.UID, request string, devices []kubeletplugin.Device) error
+}
+
+// metadataSink holds the MetadataWriter, which exists only once the helper has started
+// (after the driver): nil until then and when device metadata is off.
+type metadataSink struct {
+	w atomic.Pointer[MetadataWriter]
+}
+
+// SetMetadataWriter enables the metadata updates of attachments; w nil disables them.
+func (d *Driver) SetMetadataWriter(w MetadataWriter) {
+	if w == nil {
+		d.metadata.w.Store(nil)
+		return
+	}
+	d.metadata.w.Store(&w)
+}
+
+// answerFor is the kubelet's answer for a completed entry, with each device's metadata
+// (which the helper writes only when device metadata is enabled).
+func (d *Driver) answerFor(entry *checkpoint.Claim) kubeletplugin.PrepareResult {
+	out := kubeletplugin.PrepareResult{Devices: make([]kubeletplugin.Device, 0, len(entry.Devices))}
+	net, err := networkOf(entry)
+	if err != nil {
+		// The record was written by this plugin; a prepare answer must not fail on
+		// metadata, which then leaves the pod's view out.
+		net = nil
+	}
+	for _, dev := range entry.Devices {
+		kd := kubeletplugin.Device{
+			Requests:     []string{dev.Request},
+			PoolName:     dev.Pool,
+			DeviceName:   dev.Device,
+			CDIDeviceIDs: dev.CDIDeviceIDs,
+			Metadata:     d.deviceMetadata(dev, net),
+		}
+		if dev.ShareID != "" {
+			id := types.UID(dev.ShareID)
+			kd.ShareID = &id
+		}
+		out.Devices = append(out.Devices, kd)
+	}
+	return out
+}
+
+// deviceMetadata is what the container learns about one prepared device: the
+// attributes it was published with, its uverbs device, and the pod's view of an attached
+// network. net is the claim's network record, nil when it has none.
+func (d *Driver) deviceMetadata(dev checkpoint.Device, net *claimNetwork) *kubeletplugin.DeviceMetadata {
+	attrs := map[string]resourceapi.DeviceAttribute{}
+	if md, ok := d.devices.Lookup(dev.Pool, dev.Device); ok {
+		for name, v := range md.Attributes {
+			attrs[string(name)] = v
+		}
+		if md.Port.Verbs != nil && md.Port.Verbs.Name != "" {
+			attrs[metaUVerbs] = resourceapi.DeviceAttribute{StringValue: ptr.To(path.Join("/dev/infiniband", md.Port.Verbs.Name))}
+		}
+	}
+	meta := &kubeletplugin.DeviceMetadata{Attributes: attrs}
+	nd := net.device(dev)
+	if nd == nil {
+		return meta
+	}
+	// The host's netdev and GID index are of no use in the pod: the pod has its own
+	// interface (or, with only the RDMA device moved, none of the port's).
+	if host, ok := attrs[metaNetdev]; ok {
+		attrs[metaHostNetdev] = host
+	}
+	delete(attrs, metaNetdev)
+	delete(attrs, metaGIDIndex)
+	a := nd.podView()
+	if a == nil {
+		return meta
+	}
+	attrs[metaNetdev] = resourceapi.DeviceAttribute{StringValue: ptr.To(a.Spec.PodIfName)}
+	if a.GIDIndex != nil {
+		attrs[metaGIDIndex] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(*a.GIDIndex))}
+	}
+	meta.NetworkData = networkData(a)
+	return meta
+}
+
+// device returns the network record of dev; nil when the device has none (or n is nil).
+func (n *claimNetwork) device(dev checkpoint.Device) *networkDevice {
+	if n == nil {
+		return nil
+	}
+	for i := range n.Devices {
+		nd := &n.Devices[i]
+		if nd.Request == dev.Request && nd.Pool == dev.Pool && nd.Device == dev.Device && nd.ShareID == dev.ShareID && !nd.Stale {
+			return nd
+		}
+	}
+	return nil
+}
+
+// podView returns the attachment that the claim's metadata describes: the device's only
+// completed attachment. The metadata file is one per claim, so when several pods share
+// the claim, each with its own interface, it cannot speak for all of them and carries
+// the published facts only.
+func (nd *networkDevice) podView() *netattach.State {
+	var found *netattach.State
+	for i := range nd.Attachments {
+		st := &nd.Attachments[i].State
+		if st.Phase != netattach.PhaseAttached || st.Spec.PodIfName == "" {
+			continue
+		}
+		if found != nil {
+			return nil
+		}
+		found = st
+	}
+	return found
+}
+
+// networkData is the API's form of an attachment, for the claim status and the metadata.
+func networkData(st *netattach.State) *resourceapi.NetworkDeviceData {
+	data := &resourceapi.NetworkDeviceData{InterfaceName: st.Spec.PodIfName, HardwareAddress: st.HardwareAddr}
+	for _, p := range st.PodAddresses {
+		data.IPs = append(data.IPs, p.String())
+	}
+	return data
+}
+
+// updateMetadata rewrites the metadata of the requests of claim uid that have an
+// attached device, after an attachment changed. A failure is logged: the metadata is
+// informational and the attachment itself stands.
+func (d *Driver) updateMetadata(ctx context.Context, uid string) {
+	wp := d.metadata.w.Load()
+	if wp == nil {
+		return
+	}
+	var entry *checkpoint.Claim
+	err := d.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
+		if e := cp.Claims[uid]; e != nil && e.Phase == checkpoint.PhasePrepareCompleted {
+			entry = e.Clone()
+		}
+		return false, nil
+	})
+	if err != nil || entry == nil {
+		return
+	}
+	net, err := networkOf(entry)
+	if err != nil || net == nil {
+		return
+	}
+	answer := d.answerFor(entry)
+	var requests []string
+	for _, nd := range net.Devices {
+		if !nd.Stale {
+			requests = append(requests, nd.Request)
+		}
+	}
+	slices.Sort(requests)
+	for _, req := range slices.Compact(requests) {
+		var devs []kubeletplugin.Device
+		for _, kd := range answer.Devices {
+			if slices.Contains(kd.Requests, req) {
+				devs = append(devs, kd)
+			}
+		}
+		if err := (*wp).UpdateRequestMetadata(ctx, entry.Namespace, entry.Name, types.UID(uid), req, devs); err != nil {
+			klog.FromContext(ctx).Error(err, "Update the device metadata of the claim", "claim", klog.KRef(entry.Namespace, entry.Name), "request", req)
+		}
+	}
+}
+
+// MetadataFiles locates the files the helper writes for device metadata, to remove those
+// of claims the kubelet never unprepares (cleanup.go) and everything at uninstall. The
+// helper documents both names: {CDIDir}/{driver}_metadata_{claimUID}_{request}.json and
+// {DataDir}/dra-device-metadata/{namespace}_{name}/.
+type MetadataFiles struct {
+	DriverName, CDIDir, DataDir string
+}
+
+// metadataSubDir is the helper's directory for metadata files in the plugin data directory.
+const metadataSubDir = "dra-device-metadata"
+
+// removeClaim removes the metadata files of claim uid; namespace and name may be empty
+// when unknown (a CDI spec without a checkpoint entry), and then only its CDI specs go.
+func (m *MetadataFiles) removeClaim(uid, namespace, name string) error {
+	if m == nil {
+		return nil
+	}
+	if err := cdi.ValidateClaimUID(uid); err != nil {
+		return err
+	}
+	var errs []error
+	if err := m.removeSpecs(m.DriverName + "_metadata_" + uid + "_*.json"); err != nil {
+		errs = append(errs, err)
+	}
+	if namespace != "" && name != "" {
+		dir := filepath.Join(m.DataDir, metadataSubDir, namespace+"_"+name)
+		if filepath.Dir(dir) != filepath.Join(m.DataDir, metadataSubDir) {
+			errs = append(errs, fmt.Errorf("claim %s/%s: not a valid name for a metadata directory", namespace, name))
+		} else if err := os.RemoveAll(dir); err != nil {
+			errs = append(errs, fmt.Errorf("remove device metadata %s: %w", dir, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeAll removes the CDI specs of every claim's metadata (the data directory, with
+// the metadata files, goes as a whole at uninstall).
+func (m *MetadataFiles) removeAll() error {
+	if m == nil {
+		return nil
+	}
+	return m.removeSpecs(m.DriverName + "_metadata_*.json")
+}
+
+func (m *MetadataFiles) removeSpecs(pattern string) error {
+	matches, err := filepath.Glob(filepath.Join(m.CDIDir, pattern))
+	if err != nil {
+		return fmt.Errorf("list device metadata CDI specs: %w", err)
+	}
+	var errs []error
+	for _, p := range matches {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("remove device metadata CDI spec: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
