@@ -159,7 +159,65 @@ func expectAttached(t *testing.T, ns, pod, ifname string, mtu int, addrCheck fun
 		}
 	}
 	expectNetworkData(t, ns, pod, iface)
+	expectMetadata(t, ns, pod, iface, rep.Env["NCCL_IB_GID_INDEX"])
 	return attached{pod: pod, iface: iface, report: rep}
+}
+
+// expectMetadata checks the device metadata file inside the pod (docs/device-metadata.md)
+// against what the pod sees: networkData and the netdev attribute name the pod's
+// interface with its addresses and MAC, gid_index is the pod's NCCL_IB_GID_INDEX (absent
+// when that is), and the published facts are there.
+func expectMetadata(t *testing.T, ns, pod string, iface framework.PodInterface, gidIndex string) {
+	t.Helper()
+	ctx := framework.Context(t, time.Minute)
+	dm, err := env.DeviceMetadata(ctx, ns, pod, "rdma", "hca")
+	if err != nil {
+		t.Errorf("%s: device metadata: %v", pod, err)
+		return
+	}
+	if len(dm.Requests) != 1 || dm.Requests[0].Name != "hca" || len(dm.Requests[0].Devices) != 1 {
+		t.Errorf("%s: device metadata has requests %+v, want one device of request hca", pod, dm.Requests)
+		return
+	}
+	dev := dm.Requests[0].Devices[0]
+	str := func(name string) string {
+		if v, ok := dev.Attributes[resourceapi.QualifiedName(name)]; ok && v.StringValue != nil {
+			return *v.StringValue
+		}
+		return ""
+	}
+	if str("netdev") != iface.Name || str("ibdev") == "" || !strings.HasPrefix(str("uverbs"), "/dev/infiniband/uverbs") {
+		t.Errorf("%s: device metadata attributes netdev %q, ibdev %q, uverbs %q; want netdev %s and the port's ibdev and uverbs device",
+			pod, str("netdev"), str("ibdev"), str("uverbs"), iface.Name)
+	}
+	gotGID := ""
+	if v, ok := dev.Attributes["gid_index"]; ok && v.IntValue != nil {
+		gotGID = strconv.FormatInt(*v.IntValue, 10)
+	}
+	if gotGID != gidIndex {
+		t.Errorf("%s: device metadata gid_index %q, want NCCL_IB_GID_INDEX %q", pod, gotGID, gidIndex)
+	}
+	if dev.NetworkData == nil {
+		t.Errorf("%s: device metadata has no networkData", pod)
+	} else if err := describes(*dev.NetworkData, iface); err != nil {
+		t.Errorf("%s: device metadata networkData: %v", pod, err)
+	}
+}
+
+// describes checks that networkData describes the interface the pod sees: name,
+// addresses, hardware address.
+func describes(d resourceapi.NetworkDeviceData, iface framework.PodInterface) error {
+	var want []string
+	for _, a := range iface.Addresses {
+		want = append(want, a.String())
+	}
+	got := slices.Clone(d.IPs)
+	slices.Sort(got)
+	slices.Sort(want)
+	if d.InterfaceName != iface.Name || !slices.Equal(got, want) || !strings.EqualFold(d.HardwareAddress, iface.HardwareAddr) {
+		return fmt.Errorf("{%s %v %s}, the pod sees {%s %v %s}", d.InterfaceName, d.IPs, d.HardwareAddress, iface.Name, want, iface.HardwareAddr)
+	}
+	return nil
 }
 
 // expectNetworkData checks that the claim's status.devices[].networkData describes the
@@ -184,16 +242,8 @@ func expectNetworkData(t *testing.T, ns, pod string, iface framework.PodInterfac
 		t.Fatalf("%s: networkData of %d devices, want 1: %+v", pod, len(nd), nd)
 	}
 	for dev, d := range nd {
-		var want []string
-		for _, a := range iface.Addresses {
-			want = append(want, a.String())
-		}
-		got := slices.Clone(d.IPs)
-		slices.Sort(got)
-		slices.Sort(want)
-		if d.InterfaceName != iface.Name || !slices.Equal(got, want) || !strings.EqualFold(d.HardwareAddress, iface.HardwareAddr) {
-			t.Errorf("%s: networkData of %s = {%s %v %s}, the pod sees {%s %v %s}", pod, dev,
-				d.InterfaceName, d.IPs, d.HardwareAddress, iface.Name, want, iface.HardwareAddr)
+		if err := describes(d, iface); err != nil {
+			t.Errorf("%s: networkData of %s = %v", pod, dev, err)
 		}
 	}
 }

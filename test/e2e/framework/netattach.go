@@ -16,6 +16,8 @@ import (
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/dynamic-resource-allocation/api/metadata"
+	"k8s.io/dynamic-resource-allocation/devicemetadata"
 	"sigs.k8s.io/yaml"
 
 	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
@@ -330,4 +332,20 @@ func NetworkData(c *resourceapi.ResourceClaim) map[string]resourceapi.NetworkDev
 		}
 	}
 	return out
+}
+
+// DeviceMetadata reads the driver's device metadata file of request in the pod's claim
+// podClaim (a claim from a template, the pod-local name) inside the pod
+// (docs/device-metadata.md), decoded as a consumer would: the first object it understands.
+func (e *Env) DeviceMetadata(ctx context.Context, ns, pod, podClaim, request string) (*metadata.DeviceMetadata, error) {
+	path := metadata.ResourceClaimTemplateFilePath(DriverName, podClaim, request)
+	out, err := e.Exec(ctx, ns, pod, "cat", path)
+	if err != nil {
+		return nil, fmt.Errorf("read %s in the pod: %w", path, err)
+	}
+	var dm metadata.DeviceMetadata
+	if err := devicemetadata.DecodeMetadataFromStream(json.NewDecoder(strings.NewReader(out)), &dm); err != nil {
+		return nil, fmt.Errorf("decode %s: %w\n%s", path, err, out)
+	}
+	return &dm, nil
 }
