@@ -158,6 +158,7 @@ func sampleResults() *Results {
 		PrepareP99MS: ptr(2), PrepareP99MS8Dev: ptr(3), PreparePerSec: ptr(400), DiscoveryMSLarge: ptr(20),
 		EventToSliceMS: ptr(900), SliceBytesPerNode: ptr(20000), AllocMSPerPod1000Nodes: ptr(10), IdleRSSMiB: ptr(30),
 		PrepareP50RatioVsReferenceC1: ptr(0.9), CyclesRatioVsReferenceDefaultLimits: ptr(1.1), StatusUpdatesDropped: ptr(0),
+		AttachDetachP50MS: ptr(4), AttachDetachP99MS: ptr(9),
 		Meta: Meta{Started: "2026-01-02T03:04:05Z", Commit: "abc", PluginSource: "working tree", GoVersion: "go1.26", CPUs: 2, CPUModel: "cpu"},
 	}
 	r.Details = Details{
@@ -167,6 +168,8 @@ func sampleResults() *Results {
 		Prepare1:   &p1, Prepare8: &p8, Throughput: []LoadResult{load(1), load(64)},
 		Event: &EventResult{RescanInterval: "30s (default)", Flips: 2, Latency: Summary{P50: 900}},
 		Idle:  &IdleResult{Seconds: 60, RSSMiB: 30},
+		Attach: &AttachResult{Cycles: 200, Warmup: 3, Seconds: 1, GIDIndex: 7, LoadAverage: 0.5,
+			Attach: Summary{N: 200, P50: 3, P99: 7}, Detach: Summary{N: 200, P50: 1, P99: 2}, AttachDetach: Summary{N: 200, P50: 4, P99: 9}},
 		Reference: &ReferenceComparison{Reference: "ref@v1", Rounds: 2, LoadSeconds: 3,
 			DriverPrepareP50C1: []float64{4, 5}, ReferencePrepareP50C1: []float64{5, 6},
 			DriverCycles: []float64{70, 72}, ReferenceCycles: []float64{60, 62}, StatusDrainMS: []float64{1, 2}, StatusChecked: 64},

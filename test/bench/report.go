@@ -97,6 +97,9 @@ func renderReport(r *Results) string {
 	w("| key | what | goal | measured | |\n|---|---|---|---|---|\n")
 	for _, g := range r.Goals() {
 		val, mark := "—", "no value"
+		if why := r.NotMeasured(g.Key); why != "" {
+			mark = "not measured: " + why
+		}
 		if g.Value != nil {
 			val = fmt.Sprintf("%.4g %s", *g.Value, g.Unit)
 			mark = map[bool]string{true: "met", false: "**missed**"}[g.Met()]
@@ -112,6 +115,7 @@ func renderReport(r *Results) string {
 	w("\n## How it is measured\n\n%s\n", howText)
 	writePrepare(&b, r)
 	writeReference(&b, r)
+	writeAttach(&b, r)
 	writeDiscovery(&b, r)
 	writeEvent(&b, r)
 	writeModels(&b, r)

@@ -57,6 +57,9 @@ type scale struct {
 	compareDuration time.Duration
 	// compareC1Cycles is the length of the 1-concurrent load, within the client's burst.
 	compareC1Cycles int
+	// attachCycles and attachMaxTime bound the macvlan attach+detach cycles.
+	attachCycles  int
+	attachMaxTime time.Duration
 }
 
 func (o Options) scale() scale {
@@ -66,6 +69,7 @@ func (o Options) scale() scale {
 			allocNodes: []int{100, 1000}, compareNodes: 100, allocMinPods: 1,
 			prepareRounds: 2, prepareMaxTime: 10 * time.Second, throughputLevels: []int{1, 64}, throughputDuration: 500 * time.Millisecond,
 			rescan: time.Second, compareRounds: 1, compareDuration: 500 * time.Millisecond, compareC1Cycles: 5,
+			attachCycles: 10, attachMaxTime: 10 * time.Second,
 		}
 	}
 	return scale{
@@ -73,6 +77,7 @@ func (o Options) scale() scale {
 		allocNodes: []int{100, 250, 500, 1000}, compareNodes: 1000, allocMinPods: 10, allocMinTime: 2 * time.Second,
 		prepareRounds: 40, prepareMaxTime: 40 * time.Second, throughputLevels: []int{1, 4, 16, 64}, throughputDuration: 5 * time.Second,
 		compareRounds: 6, compareDuration: 3 * time.Second, compareC1Cycles: 40,
+		attachCycles: 200, attachMaxTime: 30 * time.Second,
 	}
 }
 
@@ -129,9 +134,13 @@ type reference struct {
 	err          error
 }
 
-// measureLocal measures what needs no API server: discovery, slice sizes, allocation.
+// measureLocal measures what needs no API server: network attach, discovery, slice
+// sizes, allocation.
 func measureLocal(ctx context.Context, o Options, sc scale, work string, r *Results) error {
 	var errs []error
+	if err := measureAttach(ctx, sc, tmpfsBase(work), r); err != nil {
+		errs = append(errs, fmt.Errorf("network attach: %w", err))
+	}
 	points, err := measureDiscovery(ctx, filepath.Join(work, "discovery"), sc.discoverySizes, sc.discoveryMinScans, sc.discoveryMinTime)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("discovery: %w", err))
@@ -330,14 +339,18 @@ func measurePrepare(ctx context.Context, cp *ControlPlane, p *Plugin, sc scale, 
 	return nil
 }
 
+// tmpfsBase is /dev/shm, a tmpfs, or fallback when there is none.
+func tmpfsBase(fallback string) string {
+	if fi, err := os.Stat("/dev/shm"); err != nil || !fi.IsDir() {
+		return fallback
+	}
+	return "/dev/shm"
+}
+
 // tmpfsDir returns a fresh directory on a tmpfs (/dev/shm), where a node keeps
 // /var/run/cdi, or below fallback when there is none.
 func tmpfsDir(fallback string) (string, func(), error) {
-	base := "/dev/shm"
-	if fi, err := os.Stat(base); err != nil || !fi.IsDir() {
-		base = fallback
-	}
-	dir, err := os.MkdirTemp(base, "rdma-dra-bench-cdi-")
+	dir, err := os.MkdirTemp(tmpfsBase(fallback), "rdma-dra-bench-cdi-")
 	if err != nil {
 		return "", nil, fmt.Errorf("create CDI directory: %w", err)
 	}

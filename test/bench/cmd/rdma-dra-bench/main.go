@@ -94,13 +94,22 @@ func run(repo string, smoke bool, idle time.Duration, flips int, report string) 
 	}
 	for _, g := range res.Goals() {
 		v := "missing"
+		if why := res.NotMeasured(g.Key); why != "" {
+			v = "not measured: " + why
+		}
 		if g.Value != nil {
 			v = fmt.Sprintf("%.4g %s (goal %s %g, met: %v)", *g.Value, g.Unit, map[bool]string{true: "≥", false: "≤"}[g.AtLeast], g.Limit, g.Met())
 		}
 		fmt.Printf("%-28s %s\n", g.Key, v)
 	}
 	if missing := res.MissingKeys(); len(missing) > 0 {
-		return fmt.Errorf("no value for %s: %s", strings.Join(missing, ", "), strings.Join(res.Meta.Errors, "; "))
+		why := append([]string(nil), res.Meta.Errors...)
+		for _, k := range missing {
+			if reason := res.NotMeasured(k); reason != "" {
+				why = append(why, k+" not measured: "+reason)
+			}
+		}
+		return fmt.Errorf("no value for %s: %s", strings.Join(missing, ", "), strings.Join(why, "; "))
 	}
 	return nil
 }
