@@ -193,8 +193,9 @@ func TestDefaultPoolExtendedResources(t *testing.T) {
 			for _, c := range poolClasses(t, file) {
 				got[c.Name] = ptr.Deref(c.Spec.ExtendedResourceName, "")
 			}
-			// Pods of the k8s-rdma-shared-dev-plugin generation keep working.
-			want := map[string]string{"rdma-shared": "rdma/hca_shared_devices_a", "rdma-exclusive": ""}
+			// The device plugin's resource name is left to the migrated pools
+			// (docs/migration.md): the default pools select every port.
+			want := map[string]string{"rdma-shared": "", "rdma-exclusive": ""}
 			for name, w := range want {
 				if got[name] != w {
 					t.Errorf("RdmaPool %s: extendedResourceName %q, want %q", name, got[name], w)

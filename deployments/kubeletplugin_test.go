@@ -28,7 +28,7 @@ var pluginEnv = []string{
 	"KUBELET_REGISTRAR_DIRECTORY_PATH", "KUBELET_PLUGINS_DIRECTORY_PATH", "HOOK_INSTALL_DIR",
 	"HEALTHCHECK_PORT", "HEALTHCHECK_BIND_ADDRESS", "METRICS_BIND_ADDRESS", "LOG_VERBOSITY", "LOG_FORMAT", "POD_NAMESPACE", "DAEMONSET_NAME",
 	"HEALTH_POLL_INTERVAL", "TAINT_EFFECT", "MAX_REPUBLISH_PER_MINUTE", "NODE_EVENTS",
-	"NETWORK_ATTACHMENT", "NRI_SOCKET", "RDMA_KERNEL", "NODE_IPS",
+	"DEVICE_METADATA", "NETWORK_ATTACHMENT", "NRI_SOCKET", "RDMA_KERNEL", "NODE_IPS",
 }
 
 func pluginContainer(t *testing.T, ds *appsv1.DaemonSet) corev1.Container {
@@ -205,7 +205,9 @@ func TestKubeletPluginEnv(t *testing.T) {
 			wantValues := map[string]string{"DRIVER_NAME": "rdma.dra.io", "CDI_ROOT": "/var/run/cdi", "DEVICE_MODEL": "auto",
 				// The chart's health values default to the plugin's own defaults.
 				"HEALTH_POLL_INTERVAL": health.DefaultPollInterval.String(), "TAINT_EFFECT": string(resourceapi.DeviceTaintEffectNoSchedule),
-				"MAX_REPUBLISH_PER_MINUTE": strconv.Itoa(health.DefaultMaxRepublishPerMinute), "NODE_EVENTS": "true"}
+				"MAX_REPUBLISH_PER_MINUTE": strconv.Itoa(health.DefaultMaxRepublishPerMinute), "NODE_EVENTS": "true",
+				// Device metadata is on by default (docs/device-metadata.md).
+				"DEVICE_METADATA": "true"}
 			if strings.Contains(file, "mock") {
 				wantValues["SYSFS_ROOT"] = "/var/lib/rdma-dra/mock/sys"
 				wantValues["DEV_ROOT"] = "/var/lib/rdma-dra/mock/dev"

@@ -48,7 +48,7 @@ type chartPool struct {
 // ChartDefaultPools are the pools the chart installs with its default values.
 func ChartDefaultPools() []Claimant {
 	return []Claimant{
-		{Kind: "RdmaPool", Name: "rdma-shared", ExtendedResourceName: "rdma/hca_shared_devices_a", Source: ChartSource, ChartKey: "pools.shared.extendedResourceName"},
+		{Kind: "RdmaPool", Name: "rdma-shared", Source: ChartSource, ChartKey: "pools.shared.extendedResourceName"},
 		{Kind: "RdmaPool", Name: "rdma-exclusive", Source: ChartSource, ChartKey: "pools.exclusive.extendedResourceName"},
 	}
 }

@@ -210,11 +210,21 @@ metadata: {name: ignored}
 	if !slices.Equal(got, want) {
 		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	// With the chart's defaults, the most common name collides.
+	// The chart's defaults leave the device plugin's names free.
 	res.Problems = nil
 	res.CheckConflicts(ChartDefaultPools())
-	if len(res.Problems) != 1 || !strings.Contains(res.Problems[0].String(), `rdma/hca_shared_devices_a is already served by RdmaPool rdma-shared (the chart's default values)`) ||
+	if len(res.Problems) != 0 {
+		t.Errorf("conflicts with the chart's defaults: %v", res.Problems)
+	}
+	// A chart installed with the most common name set collides, and the problem names
+	// the value that frees it.
+	set, err := ChartPools([]byte("pools:\n  shared:\n    extendedResourceName: rdma/hca_shared_devices_a\n"), "values.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.CheckConflicts(set)
+	if len(res.Problems) != 1 || !strings.Contains(res.Problems[0].String(), `rdma/hca_shared_devices_a is already served by RdmaPool rdma-shared (values.yaml)`) ||
 		!strings.Contains(res.Problems[0].String(), `--set pools.shared.extendedResourceName=""`) {
-		t.Errorf("chart default conflict: %v", res.Problems)
+		t.Errorf("chart value conflict: %v", res.Problems)
 	}
 }

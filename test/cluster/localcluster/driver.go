@@ -57,6 +57,10 @@ func (l Layout) DriverValuesFile() string { return filepath.Join(l.Config(), "dr
 // cluster's paths, network attachment through the local containerd's NRI socket with the
 // emulated RDMA kernel, and the node configuration's address pools for the mock netdevs'
 // stand-ins (mocknet.AddressPools; none when the record has no stand-ins).
+// LegacyExtendedResource is the extended resource name the local cluster's shared pool
+// serves: k8s-rdma-shared-dev-plugin's default, for the unchanged-pod demo and test.
+const LegacyExtendedResource = "rdma/hca_shared_devices_a"
+
 func (l Layout) driverValues(repository, tag string, pools []nodeconfig.AddressPool) (string, error) {
 	head := fmt.Sprintf(`# Written by localcluster install: the chart in mock mode on the local cluster.
 image:
@@ -69,7 +73,12 @@ mock:
   enabled: true
   sysfsRoot: %q
   devRoot: %q
-`, repository, tag, l.KubeletRoot(), HookInstallDir, l.MockSys(), l.MockDev())
+# Pods written for the device plugin run unchanged here (demo/legacy-extended-resource,
+# e2e TestLegacyExtendedResource); the chart leaves the name free by default.
+pools:
+  shared:
+    extendedResourceName: %q
+`, repository, tag, l.KubeletRoot(), HookInstallDir, l.MockSys(), l.MockDev(), LegacyExtendedResource)
 	type attachment struct {
 		Enabled    bool   `json:"enabled"`
 		NRISocket  string `json:"nriSocket"`

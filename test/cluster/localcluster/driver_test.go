@@ -25,9 +25,10 @@ func TestDriverValues(t *testing.T) {
 				t.Fatal(err)
 			}
 			var v struct {
-				Mock              map[string]any     `json:"mock"`
-				NetworkAttachment map[string]any     `json:"networkAttachment"`
-				NodeConfig        *nodeconfig.Config `json:"nodeConfig"`
+				Mock              map[string]any            `json:"mock"`
+				NetworkAttachment map[string]any            `json:"networkAttachment"`
+				NodeConfig        *nodeconfig.Config        `json:"nodeConfig"`
+				Pools             map[string]map[string]any `json:"pools"`
 			}
 			if err := yaml.Unmarshal([]byte(out), &v); err != nil {
 				t.Fatalf("values are not YAML: %v\n%s", err, out)
@@ -38,6 +39,9 @@ func TestDriverValues(t *testing.T) {
 				if v.NetworkAttachment[k] != w {
 					t.Errorf("networkAttachment.%s = %v, want %v\n%s", k, v.NetworkAttachment[k], w, out)
 				}
+			}
+			if got := v.Pools["shared"]["extendedResourceName"]; got != LegacyExtendedResource {
+				t.Errorf("pools.shared.extendedResourceName = %v, want %s", got, LegacyExtendedResource)
 			}
 			if v.Mock["sysfsRoot"] != "/var/lib/rdma-dra-local/mock/sys" {
 				t.Errorf("mock.sysfsRoot = %v", v.Mock["sysfsRoot"])
