@@ -13,6 +13,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
 	"github.com/rdma-dra/rdma-dra-driver/internal/cliflags"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/cdi"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/health"
@@ -65,7 +66,7 @@ func (v *flagValues) flags() []cli.Flag {
 		&cli.DurationFlag{Name: "cleanup-interval", Usage: "how often leftovers of deleted claims are looked for", Value: 10 * time.Minute, EnvVars: []string{"CLEANUP_INTERVAL"}, Destination: &c.CleanupInterval},
 		&cli.StringFlag{Name: "model", Usage: "device model: auto (partitionable, legacy where the API server drops its fields), partitionable or legacy", Value: string(plugin.ModelAuto), EnvVars: []string{"DEVICE_MODEL"}, Destination: &v.model},
 		&cli.StringFlag{Name: "hook-install-dir", Usage: "host directory the memlock hook is copied to; must be mounted at the same path", Value: "/var/lib/rdma-dra/bin", EnvVars: []string{"HOOK_INSTALL_DIR"}, Destination: &c.HookInstallDir},
-		&cli.StringFlag{Name: "hook-source", Usage: "the hook binary to install; default: " + plugin.HookBinary + " next to this executable", EnvVars: []string{"HOOK_SOURCE"}, Destination: &c.HookSource},
+		&cli.StringFlag{Name: "hook-source", Usage: "the hook binary to install; default: " + cdi.HookBinary + " next to this executable", EnvVars: []string{"HOOK_SOURCE"}, Destination: &c.HookSource},
 		&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig file; empty uses the in-cluster configuration", EnvVars: []string{"KUBECONFIG"}, Destination: &c.Kubeconfig},
 		&cli.StringFlag{Name: "netlink", Usage: "ask netlink for the RDMA netns mode and watch netdevs through rtnetlink: auto (only when --sysfs-root is /sys), true or false", Value: "auto", EnvVars: []string{"NETLINK"}, Destination: &v.netlink},
 		&cli.DurationFlag{Name: "health-poll-interval", Usage: "how often the state of every port and the list of RDMA devices are read; a change is republished within about this long", Value: health.DefaultPollInterval, EnvVars: []string{"HEALTH_POLL_INTERVAL"}, Destination: &c.HealthPollInterval},

@@ -14,21 +14,6 @@ import (
 	"github.com/rdma-dra/rdma-dra-driver/pkg/cdi"
 )
 
-// HookBinary is the file name of the memlock OCI hook, next to the plugin in the image
-// and in the install directory on the host.
-const HookBinary = "rdma-dra-cdi-hook"
-
-// HookFileName is the installed hook's file name for the driver driverName. The default
-// driver's is HookBinary, as in earlier versions, so that the CDI specs of claims prepared
-// before an upgrade keep naming an existing file; any other driver's carries its name, so
-// that two installations sharing a hook directory never replace or remove each other's.
-func HookFileName(driverName string) string {
-	if driverName == "" || driverName == cdi.DefaultDriverName {
-		return HookBinary
-	}
-	return HookBinary + "-" + driverName
-}
-
 // DefaultHookSource is where the hook is looked for when no source is given: next to
 // the running plugin's executable.
 func DefaultHookSource() (string, error) {
@@ -36,11 +21,11 @@ func DefaultHookSource() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("find own executable: %w", err)
 	}
-	return filepath.Join(filepath.Dir(exe), HookBinary), nil
+	return filepath.Join(filepath.Dir(exe), cdi.HookBinary), nil
 }
 
 // InstallHook copies the hook binary from source into dir (created if needed) as name
-// (see HookFileName) and returns the installed path, which CDI specs name: the container runtime runs hooks
+// (see cdi.HookFileName) and returns the installed path, which CDI specs name: the container runtime runs hooks
 // from the host's file system, so dir must be the same path in the plugin's container
 // and on the host (a hostPath mount of the same path).
 //

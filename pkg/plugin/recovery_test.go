@@ -334,17 +334,17 @@ func (h *harness) mustLookup(name string) devicemodel.Device {
 }
 
 func TestInstallHook(t *testing.T) {
-	src := filepath.Join(t.TempDir(), HookBinary)
+	src := filepath.Join(t.TempDir(), cdi.HookBinary)
 	if err := os.WriteFile(src, []byte("#!/bin/true\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(t.TempDir(), "host", "bin")
 	for range 2 {
-		path, err := InstallHook(context.Background(), src, dir, HookBinary)
+		path, err := InstallHook(context.Background(), src, dir, cdi.HookBinary)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if path != filepath.Join(dir, HookBinary) {
+		if path != filepath.Join(dir, cdi.HookBinary) {
 			t.Errorf("installed to %s", path)
 		}
 		st, err := os.Stat(path)
@@ -355,7 +355,7 @@ func TestInstallHook(t *testing.T) {
 			t.Errorf("install dir holds %v", got)
 		}
 	}
-	if _, err := InstallHook(context.Background(), filepath.Join(t.TempDir(), "missing"), dir, HookBinary); err == nil {
+	if _, err := InstallHook(context.Background(), filepath.Join(t.TempDir(), "missing"), dir, cdi.HookBinary); err == nil {
 		t.Error("missing source accepted")
 	}
 }

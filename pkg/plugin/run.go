@@ -415,7 +415,7 @@ func installHook(ctx context.Context, cfg Config) (string, error) {
 		klog.FromContext(ctx).Error(err, "Memlock hook binary not found next to the plugin; claims that set memlock will fail", "source", source)
 		return "", nil
 	}
-	path, err := InstallHook(ctx, source, cfg.HookInstallDir, HookFileName(cfg.DriverName))
+	path, err := InstallHook(ctx, source, cfg.HookInstallDir, cdi.HookFileName(cfg.DriverName))
 	if err != nil {
 		return "", fmt.Errorf("install memlock hook: %w", err)
 	}

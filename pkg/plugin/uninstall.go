@@ -56,7 +56,7 @@ func UninstallReason(ctx context.Context, kube kubernetes.Interface, namespace, 
 // logged: a reinstall adopts the checkpoint and unprepares them, and the hook stays
 // because the CDI specs of those claims name it, so a restarting container of a running
 // pod that asked for a memlock limit still starts. Only this installation's files are
-// touched: the hook by its own path (HookFileName) and the specs of its own CDI kind
+// touched: the hook by its own path (cdi.HookFileName) and the specs of its own CDI kind
 // (cdi.Vendor), never another installation's in the same directories. Call it after the
 // kubelet plugin helper has stopped, so that its sockets are closed.
 func UninstallCleanup(ctx context.Context, cfg Config, hookPath string, store *checkpoint.Store, specs SpecWriter) error {
