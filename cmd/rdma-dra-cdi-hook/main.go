@@ -1,10 +1,13 @@
-// Command rdma-dra-cdi-hook is the OCI hook that the CDI specs of rdma.dra.io claims add
-// when a claim asks for a memlock limit. The container runtime runs it at createContainer
-// with the container's state on stdin; it raises the RLIMIT_MEMLOCK of the container's
-// process, which RDMA needs to pin memory for queue pairs and registered buffers.
+// Command rdma-dra-cdi-hook is the OCI hook that the CDI specs of rdma.dra.io claims add.
+// The container runtime runs it with the container's state on stdin:
+//   - memlock, at createContainer, when a claim asks for a memlock limit: it raises the
+//     RLIMIT_MEMLOCK of the container's process, which RDMA needs to pin memory for queue
+//     pairs and registered buffers;
+//   - attached, at createRuntime, when a claim's network is attached into the pod: it
+//     holds the container back until the kubelet plugin has made the attachment.
 //
 // It runs on every start of such a container, so it stays small: no flags library, no
-// client, one system call.
+// client, one system call or one stat.
 package main
 
 import (

@@ -22,10 +22,16 @@ const maxStateBytes = 1 << 20
 
 // usage is printed with command-line errors.
 const usage = `usage: rdma-dra-cdi-hook memlock --limit BYTES|unlimited < container-state.json
+       rdma-dra-cdi-hook attached --dir DIR --claim UID < container-state.json
 
-Runs as an OCI createContainer hook: raises RLIMIT_MEMLOCK (soft and hard) of the
-container process named by the state on stdin to at least the limit. It never lowers
-a limit.`
+memlock runs as an OCI createContainer hook: raises RLIMIT_MEMLOCK (soft and hard) of
+the container process named by the state on stdin to at least the limit. It never
+lowers a limit.
+
+attached runs as an OCI createRuntime hook of claims whose network is attached into the
+pod: it fails the container's start until the kubelet plugin has marked the claim's
+attachments into the container's pod (its UID from the state's annotations) as complete
+in DIR.`
 
 // run is the program without its process wiring: args exclude the program name.
 func run(ctx context.Context, args []string, stdin io.Reader) error {
@@ -35,6 +41,8 @@ func run(ctx context.Context, args []string, stdin io.Reader) error {
 	switch args[0] {
 	case "memlock":
 		return memlock(ctx, args[1:], stdin)
+	case "attached":
+		return attached(ctx, args[1:], stdin)
 	default:
 		return fmt.Errorf("%w: unknown command %q", errUsage, args[0])
 	}

@@ -5,12 +5,14 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	oci "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
@@ -214,5 +216,58 @@ func checkHooks(t *testing.T, got *oci.Spec, wantArgs []string) {
 	}
 	if diff := cmp.Diff(want, hooks); diff != "" {
 		t.Errorf("createContainer hooks (-want +got):\n%s", diff)
+	}
+}
+
+// TestAttachedHook: a claim with an attached device gets the createRuntime hook that
+// waits for the attachment, once, whatever the number of containers' devices; a claim
+// without one, or a writer without a marks directory, gets none.
+func TestAttachedHook(t *testing.T) {
+	const dir = "/var/lib/kubelet/plugins/rdma.dra.io/attached"
+	def := cfg(nil)
+	attached := shared("nic", testShareID, roce("mlx5_bond_0", 1, 0, 0, ptr.To(3)), def)
+	attached.Attached = true
+	plain := exclusive("ib", ib("mlx5_0", 1, 1, 1), def)
+	timeout := hookTimeoutSeconds
+	want := []oci.Hook{{Path: testHookPath, Args: []string{"rdma-dra-cdi-hook", "attached", "--dir", dir, "--claim", testClaimUID}, Timeout: &timeout}}
+	tests := []struct {
+		name        string
+		devices     []ClaimDevice
+		attachedDir string
+		want        []oci.Hook
+	}{
+		{name: "attached and plain device", devices: []ClaimDevice{attached, plain}, attachedDir: dir, want: want},
+		{name: "plain devices only", devices: []ClaimDevice{plain}, attachedDir: dir},
+		{name: "no marks directory", devices: []ClaimDevice{attached}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			specDir := t.TempDir()
+			devRoot, hasCM := fakeDevRoot(t, specCase{})
+			w := NewWriter(Options{SpecDir: specDir, DevRoot: devRoot, HookPath: testHookPath, AttachedDir: tc.attachedDir,
+				Exists: func(p string) bool { return filepath.Base(p) != "rdma_cm" || hasCM }})
+			ids, err := w.Write(ctx, testClaimUID, tc.devices)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var all []string
+			for _, l := range ids {
+				all = append(all, l...)
+			}
+			got := inject(t, specDir, all)
+			var hooks []oci.Hook
+			if got.Hooks != nil {
+				hooks = got.Hooks.CreateRuntime
+			}
+			if diff := cmp.Diff(tc.want, hooks); diff != "" {
+				t.Errorf("createRuntime hooks (-want +got):\n%s", diff)
+			}
+		})
+	}
+	_, ctx := ktesting.NewTestContext(t)
+	if _, _, err := BuildSpec(ctx, testClaimUID, []ClaimDevice{attached}, Options{AttachedDir: dir, Exists: func(string) bool { return true }}); err == nil ||
+		!strings.Contains(err.Error(), "network attachment, but no hook path") {
+		t.Errorf("attached device without a hook path: %v", err)
 	}
 }

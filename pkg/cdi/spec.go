@@ -20,6 +20,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/klog/v2"
@@ -72,6 +73,10 @@ type ClaimDevice struct {
 	Port discovery.Port
 	// Config is the effective (merged, defaulted) config of the device's request.
 	Config v1alpha1.RdmaConfig
+	// Attached says that the plugin's NRI side attaches the device's network (or the
+	// RDMA device itself) into the pod: the spec then holds containers back until the
+	// attachment is made (Options.AttachedDir).
+	Attached bool
 }
 
 // Options configure BuildSpec and the Writer. The zero value works on a real node.
@@ -85,8 +90,12 @@ type Options struct {
 	// spec's hostPath fields); default /dev.
 	DevRoot string
 	// HookPath is the host path of rdma-dra-cdi-hook. Needed only by claims that ask for
-	// a memlock limit.
+	// a memlock limit or have an attached device.
 	HookPath string
+	// AttachedDir is the host directory of the attachment marks (pkg/attachmark). When
+	// set, a claim with an attached device runs the hook at createRuntime, which fails a
+	// container's start until its pod's attachments of the claim are marked complete.
+	AttachedDir string
 	// Exists reports whether a host path (below DevRoot) exists; optional nodes
 	// (rdma_cm, umad, issm) that do not are left out. Default: os.Stat succeeds. A
 	// plugin that sees the host's /dev elsewhere maps the path here.
@@ -193,7 +202,7 @@ func BuildSpec(ctx context.Context, claimUID string, devices []ClaimDevice, opts
 		})
 	}
 
-	claimWide, err := claimWideEdits(ctx, devices, configs, opts)
+	claimWide, err := claimWideEdits(ctx, claimUID, devices, configs, opts)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -271,8 +280,9 @@ func charNode(kind string, dev *discovery.CharDev, devRoot string) (*cdispec.Dev
 	}, nil
 }
 
-// claimWideEdits are the spec-wide edits: rdma_cm, the environment and the memlock hook.
-func claimWideEdits(ctx context.Context, devices []ClaimDevice, configs []*v1alpha1.RdmaConfig, opts Options) (cdispec.ContainerEdits, error) {
+// claimWideEdits are the spec-wide edits: rdma_cm, the environment, the memlock hook and
+// the hook that waits for attachments.
+func claimWideEdits(ctx context.Context, claimUID string, devices []ClaimDevice, configs []*v1alpha1.RdmaConfig, opts Options) (cdispec.ContainerEdits, error) {
 	var edits cdispec.ContainerEdits
 	// The kernel's rdma_cm node has no sysfs class entry with a dev file, so the
 	// runtime stats the host node; it must therefore exist, or injection would fail.
@@ -296,6 +306,19 @@ func claimWideEdits(ctx context.Context, devices []ClaimDevice, configs []*v1alp
 			HookName: "createContainer",
 			Path:     opts.HookPath,
 			Args:     []string{"rdma-dra-cdi-hook", "memlock", "--limit", limit},
+			Timeout:  &timeout,
+		})
+	}
+	if opts.AttachedDir != "" && slices.ContainsFunc(devices, func(d ClaimDevice) bool { return d.Attached }) {
+		if opts.HookPath == "" {
+			return edits, errors.New("claim has a network attachment, but no hook path is configured")
+		}
+		timeout := hookTimeoutSeconds
+		// createRuntime runs in the runtime's namespaces, where the marks directory is.
+		edits.Hooks = append(edits.Hooks, &cdispec.Hook{
+			HookName: "createRuntime",
+			Path:     opts.HookPath,
+			Args:     []string{"rdma-dra-cdi-hook", "attached", "--dir", opts.AttachedDir, "--claim", claimUID},
 			Timeout:  &timeout,
 		})
 	}

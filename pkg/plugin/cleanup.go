@@ -178,6 +178,9 @@ func (d *Driver) Cleanup(ctx context.Context) error {
 		if err := d.metadataFiles.removeClaim(o.uid, ns, name); err != nil {
 			logger.Error(err, "Cleanup could not remove the device metadata of a deleted claim", "claimUID", o.uid)
 		}
+		if err := d.net.unmarkClaim(o.uid); err != nil {
+			logger.Error(err, "Cleanup could not remove the attachment marks of a deleted claim", "claimUID", o.uid)
+		}
 		gone[o.uid] = true
 		if o.entry != nil {
 			dropped = append(dropped, o.uid)

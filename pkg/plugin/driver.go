@@ -173,7 +173,7 @@ func NewDriver(ctx context.Context, opts DriverOptions) (*Driver, error) {
 		metadataFiles:   opts.MetadataFiles,
 	}
 	if opts.Network != nil {
-		d.net = &podNetwork{d: d, attacher: opts.Network.Attacher, pools: opts.Network.Pools, socket: opts.Network.Socket}
+		d.net = &podNetwork{d: d, attacher: opts.Network.Attacher, pools: opts.Network.Pools, socket: opts.Network.Socket, markDir: opts.Network.MarkDir}
 	}
 	if d.netnsExclusive == nil {
 		d.netnsExclusive = func() bool { return false }
@@ -258,9 +258,13 @@ func (d *Driver) recoverCheckpoint(ctx context.Context, loaded checkpoint.Loaded
 				"claim", klog.KRef(stale.Namespace, stale.Name), "claimUID", stale.UID)
 			continue
 		}
-		// The metadata files live in the data directory, which a reboot keeps.
+		// The metadata files and attachment marks live in the data directory, which a
+		// reboot keeps.
 		if err := d.metadataFiles.removeClaim(stale.UID, stale.Namespace, stale.Name); err != nil {
 			logger.Error(err, "Could not remove the device metadata of a claim prepared before the node rebooted", "claim", klog.KRef(stale.Namespace, stale.Name), "claimUID", stale.UID)
+		}
+		if err := d.net.unmarkClaim(stale.UID); err != nil {
+			logger.Error(err, "Could not remove the attachment marks of a claim prepared before the node rebooted", "claim", klog.KRef(stale.Namespace, stale.Name), "claimUID", stale.UID)
 		}
 		logger.Info("Dropped claim prepared before the node rebooted", "claim", klog.KRef(stale.Namespace, stale.Name), "claimUID", stale.UID)
 	}

@@ -34,9 +34,10 @@ import (
 )
 
 const (
-	testDriver = devicemodel.DefaultDriverName
-	testNode   = "node-1"
-	testPool   = testNode + devicemodel.PoolSuffix
+	testHookPath = "/var/lib/rdma-dra/bin/rdma-dra-cdi-hook"
+	testDriver   = devicemodel.DefaultDriverName
+	testNode     = "node-1"
+	testPool     = testNode + devicemodel.PoolSuffix
 )
 
 // harness is one node: a mock sysfs tree, a publisher built from it, a fake API server,
@@ -147,7 +148,7 @@ func (h *harness) newDriver() (*Driver, error) {
 		NodeName:        testNode,
 		Kube:            h.kube,
 		Store:           checkpoint.NewStore(h.dataDir, h.bootPath),
-		Specs:           cdi.NewWriter(cdi.Options{SpecDir: h.cdiDir, DevRoot: "/dev", HookPath: "/var/lib/rdma-dra/bin/rdma-dra-cdi-hook", Exists: func(string) bool { return true }}),
+		Specs:           cdi.NewWriter(cdi.Options{SpecDir: h.cdiDir, DevRoot: "/dev", HookPath: testHookPath, Exists: func(string) bool { return true }}),
 		Devices:         h.pub,
 		Clock:           h.clock,
 		OnDroppedFields: h.pub.HandleDroppedFields,

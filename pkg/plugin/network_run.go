@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/rdma-dra/rdma-dra-driver/pkg/attachmark"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/netattach"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
 )
@@ -54,6 +55,7 @@ func networkOptions(ctx context.Context, cfg Config, nodeCfg *nodeconfig.Config)
 		Attacher: netattach.NewAttacher(netattach.Options{Kernel: kernel, NodeIPs: ips, IPoIBStandIn: cfg.RDMAKernel == RDMAKernelEmulated}),
 		Pools:    nodeCfg,
 		Socket:   cfg.NRISocket,
+		MarkDir:  attachmark.Dir(cfg.DataDir()),
 	}, "", nil
 }
 

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/rdma-dra/rdma-dra-driver/pkg/cdi"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/netattach"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
@@ -83,6 +84,13 @@ func (f *fakeAttacher) callList() []string {
 // with an address pool for the RoCE ports of dgx-h100.
 func (h *harness) networkDriver(f *fakeAttacher) *Driver {
 	h.t.Helper()
+	return h.networkDriverWith(f, "")
+}
+
+// networkDriverWith is networkDriver keeping attachment marks in markDir (empty: none),
+// with CDI specs whose hook waits for them.
+func (h *harness) networkDriverWith(f *fakeAttacher, markDir string) *Driver {
+	h.t.Helper()
 	pools, err := nodeconfig.Parse([]byte(`
 network:
   addressPools:
@@ -98,9 +106,9 @@ network:
 	d, err := NewDriver(h.ctx, DriverOptions{
 		DriverName: testDriver, NodeName: testNode, Kube: h.kube,
 		Store:   checkpoint.NewStore(h.dataDir, h.bootPath),
-		Specs:   newTestSpecs(h),
+		Specs:   newTestSpecs(h, markDir),
 		Devices: h.pub, Clock: h.clock, CleanupGrace: -1,
-		Network: &NetworkOptions{Attacher: f, Pools: &pools, Socket: "/run/nri/nri.sock"},
+		Network: &NetworkOptions{Attacher: f, Pools: &pools, Socket: "/run/nri/nri.sock", MarkDir: markDir},
 	})
 	if err != nil {
 		h.t.Fatal(err)
@@ -112,7 +120,10 @@ network:
 	return d
 }
 
-func newTestSpecs(h *harness) SpecWriter {
+func newTestSpecs(h *harness, markDir string) SpecWriter {
+	if markDir != "" {
+		return cdi.NewWriter(cdi.Options{SpecDir: h.cdiDir, DevRoot: "/dev", HookPath: testHookPath, AttachedDir: markDir, Exists: func(string) bool { return true }})
+	}
 	d, err := h.newDriver()
 	if err != nil {
 		h.t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/attachmark"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/ipam"
@@ -39,6 +40,9 @@ type podNetwork struct {
 	pools *nodeconfig.Config
 	// socket is the NRI socket, for messages.
 	socket string
+	// markDir keeps the attachment marks the CDI specs' hook waits for (pkg/attachmark);
+	// empty keeps none.
+	markDir string
 
 	mu        sync.Mutex
 	connected bool
@@ -178,13 +182,15 @@ func (p *podNetwork) attachPod(ctx context.Context, pod, podName, netnsPath stri
 	}
 	defer held.release(nil)
 	var errs []error
-	attached, ok := map[string]bool{}, map[string]bool{}
+	attached, ok, failed := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, w := range work {
 		done, err := p.attachOne(ctx, w, pod, netnsPath)
 		switch {
 		case errors.Is(err, errClaimGone):
+			failed[w.claimUID] = true
 		case err != nil:
 			errs = append(errs, fmt.Errorf("claim %s: %w", w.claim, err))
+			failed[w.claimUID] = true
 		case done:
 			attached[w.claimUID] = true
 			ok[w.claimUID] = true
@@ -195,10 +201,19 @@ func (p *podNetwork) attachPod(ctx context.Context, pod, podName, netnsPath stri
 	for uid := range attached {
 		p.d.reportNetwork(ctx, uid)
 	}
-	// The metadata file also for attachments made before (a plugin that stopped
-	// between the attachment and this write): rewriting it is a local file write.
+	// The metadata file and the mark also for attachments made before (a plugin that
+	// stopped between the attachment and these writes): both are local file writes.
 	for _, uid := range sortedKeys(ok) {
+		if failed[uid] {
+			continue
+		}
 		p.d.updateMetadata(ctx, uid)
+		if p.markDir != "" {
+			// Containers of the pod may start now (the CDI spec's hook waits for this).
+			if err := attachmark.Mark(p.markDir, pod, uid); err != nil {
+				errs = append(errs, err)
+			}
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -441,8 +456,12 @@ func (p *podNetwork) detachOne(ctx context.Context, w podWork, pod string) error
 	return p.detachState(ctx, w, pod, *st)
 }
 
-// detachState undoes one recorded attachment and forgets it.
+// detachState undoes one recorded attachment and forgets it. The pod's mark goes first:
+// no container of the pod starts against an attachment that is being undone.
 func (p *podNetwork) detachState(ctx context.Context, w podWork, pod string, st netattach.State) error {
+	if err := p.unmark(pod, w.claimUID); err != nil {
+		return err
+	}
 	if err := p.attacher.Detach(ctx, st, p.journal(ctx, w, pod)); err != nil {
 		return fmt.Errorf("detach %s of device %s: %w", st.Spec.Mode, p.deviceName(w), err)
 	}
@@ -482,5 +501,25 @@ func (p *podNetwork) detachClaim(ctx context.Context, uid string, entry *checkpo
 			}
 		}
 	}
+	if err := p.unmarkClaim(uid); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// unmark removes the mark of the claim's attachments in pod.
+func (p *podNetwork) unmark(pod, claimUID string) error {
+	if p == nil || p.markDir == "" {
+		return nil
+	}
+	return attachmark.Unmark(p.markDir, pod, claimUID)
+}
+
+// unmarkClaim removes the marks of the claim in every pod; p may be nil (no network
+// attachment).
+func (p *podNetwork) unmarkClaim(claimUID string) error {
+	if p == nil || p.markDir == "" {
+		return nil
+	}
+	return attachmark.UnmarkClaim(p.markDir, claimUID)
 }

@@ -103,6 +103,9 @@ type NetworkOptions struct {
 	Pools *nodeconfig.Config
 	// Socket is the runtime's NRI socket.
 	Socket string
+	// MarkDir is where the attachment marks are kept (pkg/attachmark), which the CDI
+	// specs' hook waits for; empty keeps none.
+	MarkDir string
 }
 
 // NetworkAttachment returns the driver's NRI side; nil when network attachment is off.

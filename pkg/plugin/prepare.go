@@ -283,11 +283,12 @@ func (d *Driver) planDevices(claim *resourceapi.ResourceClaim) (*checkpoint.Clai
 			}
 		}
 		devices = append(devices, cdi.ClaimDevice{
-			Request: r.Request,
-			Device:  r.Device,
-			ShareID: shareID,
-			Port:    dev.Port,
-			Config:  *cfg,
+			Request:  r.Request,
+			Device:   r.Device,
+			ShareID:  shareID,
+			Port:     dev.Port,
+			Config:   *cfg,
+			Attached: nd != nil,
 		})
 	}
 	if err := checkStaticAddresses(nets); err != nil {

@@ -266,7 +266,12 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	store := checkpoint.NewStore(cfg.DataDir(), cfg.BootIDPath)
-	specs := cdi.NewWriter(cdi.Options{DriverName: cfg.DriverName, SpecDir: cfg.CDIRoot, DevRoot: cfg.DevRoot, HookPath: hookPath})
+	specOpts := cdi.Options{DriverName: cfg.DriverName, SpecDir: cfg.CDIRoot, DevRoot: cfg.DevRoot, HookPath: hookPath}
+	if netOpts != nil {
+		// Containers of pods with attachments wait for them (pkg/attachmark).
+		specOpts.AttachedDir = netOpts.MarkDir
+	}
+	specs := cdi.NewWriter(specOpts)
 	driver, err := NewDriver(ctx, DriverOptions{
 		DriverName:       cfg.DriverName,
 		NodeName:         cfg.NodeName,

@@ -454,7 +454,25 @@ func TestPluginKilledDuringAttach(t *testing.T) {
 		return nil
 	})
 
+	// The runtime may have created the container while the plugin was down: the CDI
+	// spec's hook then failed its start (no attachment mark), and the kubelet created it
+	// again once the plugin had attached the pod and could give it its environment.
 	expectAttached(t, ns, "victim", podIf, 0, inPool(t, roceNetdevA), rocePortA)
+	victim, err := env.Client.CoreV1().Pods(ns).Get(ctx, "victim", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cs := range victim.Status.ContainerStatuses {
+		last := cs.LastTerminationState.Terminated
+		switch {
+		case cs.RestartCount == 0:
+			t.Logf("container %s started once, after the attachment", cs.Name)
+		case last == nil || last.Reason != framework.StartError:
+			t.Errorf("%s: container %s ran before it was restarted (last state %+v): a container must not run without its pod's attachment", framework.DriverFault, cs.Name, cs.LastTerminationState)
+		default:
+			t.Logf("container %s was held back before the attachment (%s: %s) and started again", cs.Name, last.Reason, last.Message)
+		}
+	}
 	env.DeletePod(t, ns, "victim")
 	expectHostRestored(t, before)
 	framework.Eventually(t, ctx, time.Minute, time.Second, "claim's checkpoint entry removed", func(context.Context) error {

@@ -69,7 +69,9 @@ func (e *Env) WaitPod(ctx context.Context, ns, name string, timeout time.Duratio
 }
 
 // Running accepts a pod whose containers all run; a pod that ended, or a container that
-// exited, will not get there.
+// exited, will not get there. A container that failed to start (StartError, e.g. a CDI
+// hook that holds it back until the pod's network attachment is made) is started again
+// by the kubelet unless the pod's restartPolicy is Never, so it is waited for.
 func Running(pod *corev1.Pod) (bool, error) {
 	switch pod.Status.Phase {
 	case corev1.PodSucceeded, corev1.PodFailed:
@@ -82,7 +84,10 @@ func Running(pod *corev1.Pod) (bool, error) {
 		return false, nil
 	}
 	for _, cs := range pod.Status.ContainerStatuses {
-		if cs.State.Terminated != nil {
+		if t := cs.State.Terminated; t != nil {
+			if t.Reason == StartError && pod.Spec.RestartPolicy != corev1.RestartPolicyNever {
+				return false, nil
+			}
 			return false, fmt.Errorf("container %s exited: %s", cs.Name, PodSummary(pod))
 		}
 		if cs.State.Running == nil {
@@ -91,6 +96,9 @@ func Running(pod *corev1.Pod) (bool, error) {
 	}
 	return true, nil
 }
+
+// StartError is the reason of a container that the runtime failed to start.
+const StartError = "StartError"
 
 // Finished accepts a pod that ended, either way: the caller judges it with ExitedCleanly.
 func Finished(pod *corev1.Pod) (bool, error) {
