@@ -73,6 +73,12 @@ func TestControllerReadsEveryEnv(t *testing.T) {
 			t.Errorf("the chart sets %s but no flag of the controller reads it", e.Name)
 		}
 	}
+	// Set only with controller.metricsSecure.
+	for _, name := range []string{"METRICS_SECURE", "METRICS_TLS_CERT_FILE", "METRICS_TLS_KEY_FILE"} {
+		if !read.Has(name) {
+			t.Errorf("the chart sets %s but no flag of the controller reads it", name)
+		}
+	}
 }
 
 // TestControllerRBAC checks the controller's roles rule by rule against what its code

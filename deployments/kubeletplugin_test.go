@@ -28,7 +28,7 @@ var pluginEnv = []string{
 	"KUBELET_REGISTRAR_DIRECTORY_PATH", "KUBELET_PLUGINS_DIRECTORY_PATH", "HOOK_INSTALL_DIR",
 	"HEALTHCHECK_PORT", "HEALTHCHECK_BIND_ADDRESS", "METRICS_BIND_ADDRESS", "LOG_VERBOSITY", "LOG_FORMAT", "POD_NAMESPACE", "DAEMONSET_NAME",
 	"HEALTH_POLL_INTERVAL", "TAINT_EFFECT", "MAX_REPUBLISH_PER_MINUTE", "NODE_EVENTS",
-	"DEVICE_METADATA", "NETWORK_ATTACHMENT", "NRI_SOCKET", "RDMA_KERNEL", "NODE_IPS",
+	"DEVICE_METADATA", "READY_FILE", "NETWORK_ATTACHMENT", "NRI_SOCKET", "RDMA_KERNEL", "NODE_IPS",
 }
 
 func pluginContainer(t *testing.T, ds *appsv1.DaemonSet) corev1.Container {
@@ -65,6 +65,12 @@ func TestKubeletPluginDaemonSet(t *testing.T) {
 					c.LivenessProbe != nil && c.LivenessProbe.HTTPGet != nil && c.LivenessProbe.HTTPGet.Path == "/healthz" &&
 						c.LivenessProbe.HTTPGet.Port.String() == envValue(c, "HEALTHCHECK_PORT") &&
 						c.LivenessProbe.HTTPGet.Host == "127.0.0.1" && envValue(c, "HEALTHCHECK_BIND_ADDRESS") == "127.0.0.1"},
+				// An HTTP readiness probe could be answered by the other instance of a
+				// rolling update (both serve the health port): the probe runs in the container.
+				{"readiness probe: the plugin's ready command in the container, reading READY_FILE",
+					c.ReadinessProbe != nil && c.ReadinessProbe.Exec != nil &&
+						slices.Equal(c.ReadinessProbe.Exec.Command, []string{"/usr/bin/rdma-dra-kubeletplugin", "ready"}) &&
+						strings.HasPrefix(envValue(c, "READY_FILE"), "/tmp/")},
 				{"metrics bound to 127.0.0.1 by default", envValue(c, "METRICS_BIND_ADDRESS") == "127.0.0.1:9472"},
 				{"selector matches template labels", ds.Spec.Selector != nil && isSubset(ds.Spec.Selector.MatchLabels, ds.Spec.Template.Labels)},
 			}
@@ -227,7 +233,8 @@ func TestKubeletPluginEnv(t *testing.T) {
 // TestPluginReadsEveryEnv checks that every variable the chart sets is one the plugin's
 // flags read (EnvVars in cmd/rdma-dra-kubeletplugin and the shared internal/cliflags),
 // found by parsing their source: a renamed flag fails here instead of being ignored by
-// the plugin at run time. NODE_CONFIG is set only when the chart has a node config.
+// the plugin at run time. NODE_CONFIG is set only when the chart has a node config, the
+// METRICS_SECURE and METRICS_TLS_* variables only with metrics.secure.
 func TestPluginReadsEveryEnv(t *testing.T) {
 	dirs := []string{"../cmd/rdma-dra-kubeletplugin", "../internal/cliflags"}
 	if _, err := os.Stat(dirs[0]); os.IsNotExist(err) {
@@ -237,7 +244,7 @@ func TestPluginReadsEveryEnv(t *testing.T) {
 	for _, dir := range dirs {
 		read = read.Union(envVarsIn(t, dir))
 	}
-	for _, name := range append(slices.Clone(pluginEnv), "NODE_CONFIG") {
+	for _, name := range append(slices.Clone(pluginEnv), "NODE_CONFIG", "METRICS_SECURE", "METRICS_TLS_CERT_FILE", "METRICS_TLS_KEY_FILE") {
 		if !read.Has(name) {
 			t.Errorf("the chart sets %s but no flag of the plugin reads it (flags read %v)", name, sets.List(read))
 		}

@@ -23,6 +23,8 @@ manifests-check: $(HELM_DEP) ## helm lint the chart and fail if deployments/stat
 	$(HELM) lint --strict --kube-version $(HELM_KUBE_VERSION) $(CHART_DIR)
 	$(HELM) lint --strict --kube-version $(HELM_KUBE_VERSION) $(CHART_DIR) --set mock.enabled=true --set nodeConfig.example=true \
 		--set metrics.serviceMonitor.enabled=true --set rbac.claimDeviceStatus=false
+	$(HELM) lint --strict --kube-version $(HELM_KUBE_VERSION) $(CHART_DIR) --set metrics.serviceMonitor.enabled=true \
+		--set metrics.secure=true --set metrics.tls.secretName=metrics-tls --set controller.metricsSecure=true
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	  KUBE_VERSION=$(HELM_KUBE_VERSION) hack/render-manifests.sh $(HELM) "$$tmp" && \
 	  if ! diff -ru $(STATIC_DIR) "$$tmp"; then \

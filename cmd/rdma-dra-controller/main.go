@@ -46,7 +46,10 @@ func flags(cfg *controller.Config) []cli.Flag {
 		&cli.DurationFlag{Name: "renew-deadline", Usage: "how long the leader tries to renew before giving up", Value: 10 * time.Second, EnvVars: []string{"RENEW_DEADLINE"}, Destination: &cfg.RenewDeadline},
 		&cli.DurationFlag{Name: "retry-period", Usage: "how often candidates try to acquire the lease", Value: 2 * time.Second, EnvVars: []string{"RETRY_PERIOD"}, Destination: &cfg.RetryPeriod},
 		&cli.IntFlag{Name: "workers", Usage: "pools synced at once", Value: 2, EnvVars: []string{"WORKERS"}, Destination: &cfg.Workers},
-		&cli.StringFlag{Name: "metrics-bind-address", Usage: "listen address of /metrics, which has no authentication: the default is this pod only; :8080 lets Prometheus scrape (restrict it with a NetworkPolicy); empty disables", Value: "127.0.0.1:8080", EnvVars: []string{"METRICS_BIND_ADDRESS"}, Destination: &cfg.MetricsAddress},
+		&cli.StringFlag{Name: "metrics-bind-address", Usage: "listen address of /metrics, which has no authentication without --metrics-secure: the default is this pod only; :8080 lets Prometheus scrape (restrict it with a NetworkPolicy or --metrics-secure); empty disables", Value: "127.0.0.1:8080", EnvVars: []string{"METRICS_BIND_ADDRESS"}, Destination: &cfg.MetricsAddress},
+		&cli.BoolFlag{Name: "metrics-secure", Usage: "serve /metrics over HTTPS and require a bearer token allowed to get it (TokenReview and SubjectAccessReview; the controller's service account needs system:auth-delegator)", EnvVars: []string{"METRICS_SECURE"}, Destination: &cfg.MetricsAuth.Secure},
+		&cli.StringFlag{Name: "metrics-tls-cert-file", Usage: "serving certificate of /metrics with --metrics-secure, re-read when it changes; empty with --metrics-tls-key-file: a self-signed one", EnvVars: []string{"METRICS_TLS_CERT_FILE"}, Destination: &cfg.MetricsAuth.CertFile, TakesFile: true},
+		&cli.StringFlag{Name: "metrics-tls-key-file", Usage: "key of --metrics-tls-cert-file", EnvVars: []string{"METRICS_TLS_KEY_FILE"}, Destination: &cfg.MetricsAuth.KeyFile, TakesFile: true},
 		&cli.StringFlag{Name: "health-probe-bind-address", Usage: "listen address of /healthz and /readyz for the kubelet's probes; empty disables", Value: ":8081", EnvVars: []string{"HEALTH_PROBE_BIND_ADDRESS"}, Destination: &cfg.ProbeAddress},
 		&cli.StringFlag{Name: "webhook-address", Usage: "TLS listen address of the admission webhook; empty disables", EnvVars: []string{"WEBHOOK_ADDRESS"}, Destination: &w.Address},
 		&cli.StringFlag{Name: "webhook-cert-source", Usage: "self-managed (a CA and certificate in --webhook-secret) or files (tls.crt and tls.key in --webhook-cert-dir, e.g. from cert-manager)", Value: controller.CertSelfManaged, EnvVars: []string{"WEBHOOK_CERT_SOURCE"}, Destination: &w.CertSource},
@@ -72,6 +75,9 @@ func check(cfg *controller.Config) error {
 	}
 	if cfg.Workers < 1 {
 		errs = append(errs, fmt.Errorf("--workers must be at least 1, got %d", cfg.Workers))
+	}
+	if err := cfg.MetricsAuth.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	w := cfg.Webhook
 	if w.Address != "" {

@@ -44,6 +44,16 @@ func newApp() *cli.App {
 		}
 		return plugin.Run(c.Context, cfg)
 	}
+	app.Commands = []*cli.Command{{
+		Name:  "ready",
+		Usage: "exit 0 when the plugin of this container is registered with the kubelet (--ready-file is there): the readiness probe",
+		Action: func(c *cli.Context) error {
+			if c.Args().Present() {
+				return fmt.Errorf("ready takes no arguments, got %q", c.Args().Slice())
+			}
+			return plugin.CheckReady(v.cfg.ReadyFile)
+		},
+	}}
 	return app
 }
 
@@ -59,8 +69,12 @@ func (v *flagValues) flags() []cli.Flag {
 		&cli.StringFlag{Name: "kubelet-plugins-directory-path", Usage: "the kubelet's plugin directory; the data directory is <this>/<driver-name>", Value: kubeletplugin.KubeletPluginsDir, EnvVars: []string{"KUBELET_PLUGINS_DIRECTORY_PATH"}, Destination: &c.PluginsDir},
 		&cli.StringFlag{Name: "pod-uid", Usage: "the plugin pod's UID; enables rolling updates of the DaemonSet", EnvVars: []string{"POD_UID"}, Destination: &c.PodUID},
 		&cli.IntFlag{Name: "healthcheck-port", Usage: "port of the liveness endpoint (HTTP /healthz: 200 once registered with the kubelet); -1 disables", Value: 51515, EnvVars: []string{"HEALTHCHECK_PORT"}, Destination: &c.HealthcheckPort},
+		&cli.StringFlag{Name: "ready-file", Usage: "file kept present while the kubelet has this plugin registered, which the readiness probe (the ready command) checks; empty keeps none", EnvVars: []string{"READY_FILE"}, Destination: &c.ReadyFile, TakesFile: true},
 		&cli.StringFlag{Name: "healthcheck-bind-address", Usage: "host the liveness port listens on; the default keeps it off the node's network (the kubelet probes 127.0.0.1); empty is every address", Value: "127.0.0.1", EnvVars: []string{"HEALTHCHECK_BIND_ADDRESS"}, Destination: &c.HealthcheckBindAddress},
-		&cli.StringFlag{Name: "metrics-bind-address", Aliases: []string{"metrics-address"}, Usage: "listen address of /metrics (no authentication), e.g. 127.0.0.1:9472; on the host network :9472 is every node address; empty disables", EnvVars: []string{"METRICS_BIND_ADDRESS", "METRICS_ADDRESS"}, Destination: &c.MetricsAddress},
+		&cli.StringFlag{Name: "metrics-bind-address", Aliases: []string{"metrics-address"}, Usage: "listen address of /metrics (no authentication without --metrics-secure), e.g. 127.0.0.1:9472; on the host network :9472 is every node address; empty disables", EnvVars: []string{"METRICS_BIND_ADDRESS", "METRICS_ADDRESS"}, Destination: &c.MetricsAddress},
+		&cli.BoolFlag{Name: "metrics-secure", Usage: "serve /metrics over HTTPS and require a bearer token allowed to get it (TokenReview and SubjectAccessReview; the plugin's service account needs system:auth-delegator)", EnvVars: []string{"METRICS_SECURE"}, Destination: &c.MetricsAuth.Secure},
+		&cli.StringFlag{Name: "metrics-tls-cert-file", Usage: "serving certificate of /metrics with --metrics-secure, re-read when it changes; empty with --metrics-tls-key-file: a self-signed one", EnvVars: []string{"METRICS_TLS_CERT_FILE"}, Destination: &c.MetricsAuth.CertFile, TakesFile: true},
+		&cli.StringFlag{Name: "metrics-tls-key-file", Usage: "key of --metrics-tls-cert-file", EnvVars: []string{"METRICS_TLS_KEY_FILE"}, Destination: &c.MetricsAuth.KeyFile, TakesFile: true},
 		&cli.StringFlag{Name: "node-config", Usage: "node configuration file; empty uses the defaults", EnvVars: []string{"NODE_CONFIG"}, Destination: &c.NodeConfig},
 		&cli.DurationFlag{Name: "rescan-interval", Usage: "how often the node is scanned for changed ports", Value: 30 * time.Second, EnvVars: []string{"RESCAN_INTERVAL"}, Destination: &c.RescanInterval},
 		&cli.DurationFlag{Name: "cleanup-interval", Usage: "how often leftovers of deleted claims are looked for", Value: 10 * time.Minute, EnvVars: []string{"CLEANUP_INTERVAL"}, Destination: &c.CleanupInterval},

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -20,6 +21,8 @@ import (
 	"k8s.io/klog/v2"
 
 	v1alpha1 "github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/certfile"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/metricsauth"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/webhook"
 )
 
@@ -50,9 +53,12 @@ type Config struct {
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// Workers is how many pools are synced at once.
 	Workers int
-	// MetricsAddress serves /metrics, without authentication; empty disables. The
-	// default (cmd/rdma-dra-controller) is 127.0.0.1: scraping is an opt-in.
+	// MetricsAddress serves /metrics; empty disables. The default
+	// (cmd/rdma-dra-controller) is 127.0.0.1: scraping is an opt-in.
 	MetricsAddress string
+	// MetricsAuth serves /metrics over HTTPS with authentication and authorization;
+	// the zero value is plain HTTP without.
+	MetricsAuth metricsauth.Config
 	// ProbeAddress serves /healthz and /readyz for the kubelet's probes; empty disables.
 	ProbeAddress string
 	// Webhook configures the admission webhook; an empty Address disables it.
@@ -98,9 +104,11 @@ func Run(ctx context.Context, cfg Config) error {
 		electionHealth = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
 	}
 	if cfg.MetricsAddress != "" {
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", metrics.Handler())
-		go serve(ctx, cancel, "metrics", newHTTPServer(cfg.MetricsAddress, mux), false)
+		srv, err := metricsServer(ctx, cfg, restCfg, metrics)
+		if err != nil {
+			return err
+		}
+		go serve(ctx, cancel, "metrics", srv, srv.TLSConfig != nil)
 	}
 	if cfg.ProbeAddress != "" {
 		mux := http.NewServeMux()
@@ -191,7 +199,7 @@ func startWebhook(ctx context.Context, cancel context.CancelCauseFunc, kube kube
 	var getCert func(*tls.ClientHelloInfo) (*tls.Certificate, error)
 	switch w.CertSource {
 	case CertFiles:
-		f := &webhook.FileCertificate{CertFile: w.CertDir + "/tls.crt", KeyFile: w.CertDir + "/tls.key"}
+		f := &certfile.Reloader{CertFile: w.CertDir + "/tls.crt", KeyFile: w.CertDir + "/tls.key"}
 		getCert = f.GetCertificate
 		go func() {
 			// Ready once cert-manager has written the files.
@@ -228,7 +236,34 @@ func startWebhook(ctx context.Context, cancel context.CancelCauseFunc, kube kube
 	return nil
 }
 
-// newHTTPServer is a plain HTTP server for the small metrics and probe endpoints, with
+// metricsServer serves /metrics: plain HTTP, or with cfg.MetricsAuth.Secure HTTPS where
+// every request needs a bearer token that is allowed to get /metrics (pkg/metricsauth).
+func metricsServer(ctx context.Context, cfg Config, restCfg *rest.Config, m *Metrics) (*http.Server, error) {
+	var handler http.Handler = m.Handler()
+	var tlsConfig *tls.Config
+	if cfg.MetricsAuth.Secure {
+		// The reviews get a client and a rate limit of their own (metricsauth.ClientQPS):
+		// made-up tokens must not delay the reconciles.
+		reviewCfg := rest.CopyConfig(restCfg)
+		reviewCfg.QPS, reviewCfg.Burst = metricsauth.ClientQPS, metricsauth.ClientBurst
+		client, err := kubernetes.NewForConfig(reviewCfg)
+		if err != nil {
+			return nil, fmt.Errorf("create metrics review client: %w", err)
+		}
+		if handler, tlsConfig, err = cfg.MetricsAuth.Protect(ctx, client, handler); err != nil {
+			return nil, err
+		}
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", handler)
+	srv := newHTTPServer(cfg.MetricsAddress, mux)
+	srv.TLSConfig = tlsConfig
+	// Requests log through the controller's logger.
+	srv.BaseContext = func(net.Listener) context.Context { return ctx }
+	return srv, nil
+}
+
+// newHTTPServer is the server of the small metrics and probe endpoints, with
 // timeouts so that a slow client cannot hold connections open.
 func newHTTPServer(addr string, h http.Handler) *http.Server {
 	return &http.Server{

@@ -383,6 +383,9 @@ func TestConfigValidate(t *testing.T) {
 		{name: "zero status QPS", change: func(c *Config) { c.StatusAPIQPS = 0 }, want: "--status-api-qps must be positive, got 0"},
 		{name: "zero status burst", change: func(c *Config) { c.StatusAPIBurst = 0 }, want: "--status-api-burst must be at least 1, got 0"},
 		{name: "damping of one", change: func(c *Config) { c.MaxRepublishPerMinute = 1 }, want: "--max-republish-per-minute: max republishes per minute must be 0 (no damping) or at least 2, got 1"},
+		{name: "secure metrics", change: func(c *Config) { c.MetricsAuth.Secure = true }},
+		{name: "metrics cert without key", change: func(c *Config) { c.MetricsAuth.Secure, c.MetricsAuth.CertFile = true, "/tls/tls.crt" },
+			want: "--metrics-tls-cert-file and --metrics-tls-key-file must be set together"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -34,6 +33,7 @@ import (
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/health"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/metrics"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/metricsauth"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
 )
 
@@ -59,6 +59,9 @@ type Config struct {
 	// MetricsAddress is the /metrics listen address (--metrics-bind-address); empty
 	// disables it.
 	MetricsAddress string
+	// MetricsAuth serves /metrics over HTTPS with authentication and authorization
+	// (--metrics-secure, --metrics-tls-cert-file, --metrics-tls-key-file).
+	MetricsAuth metricsauth.Config
 	// NodeConfig is the node configuration file; empty uses the defaults.
 	NodeConfig      string
 	RescanInterval  time.Duration
@@ -106,6 +109,9 @@ type Config struct {
 	// DeviceMetadata gives containers the metadata of their devices (KEP-5304,
 	// docs/device-metadata.md) through files the helper writes and CDI mounts.
 	DeviceMetadata bool
+	// ReadyFile is kept present while the kubelet has the plugin registered, for the
+	// readiness probe (readiness.go); empty keeps none.
+	ReadyFile string
 }
 
 // DefaultKubeAPIQPS and DefaultKubeAPIBurst are the plugin's client-side rate limit, the
@@ -145,7 +151,7 @@ func (c Config) DataDir() string { return filepath.Join(c.PluginsDir, c.DriverNa
 
 // KeysAndValues lists the whole configuration for the startup log line.
 func (c Config) KeysAndValues() []any {
-	return []any{
+	return append([]any{
 		"version", version.String(),
 		"nodeName", c.NodeName, "driverName", c.DriverName,
 		"sysfsRoot", c.SysfsRoot, "devRoot", c.DevRoot, "cdiRoot", c.CDIRoot,
@@ -160,9 +166,9 @@ func (c Config) KeysAndValues() []any {
 		"prepareHoldFile", c.PrepareHoldFile,
 		"namespace", c.Namespace, "daemonSetName", c.DaemonSetName,
 		"kubeAPIQPS", c.KubeAPIQPS, "kubeAPIBurst", c.KubeAPIBurst,
-		"networkAttachment", c.NetworkAttachment, "deviceMetadata", c.DeviceMetadata, "nriSocket", c.NRISocket, "rdmaKernel", c.RDMAKernel, "nodeIPs", c.NodeIPs,
+		"networkAttachment", c.NetworkAttachment, "deviceMetadata", c.DeviceMetadata, "readyFile", c.ReadyFile, "nriSocket", c.NRISocket, "rdmaKernel", c.RDMAKernel, "nodeIPs", c.NodeIPs,
 		"statusAPIQPS", c.StatusAPIQPS, "statusAPIBurst", c.StatusAPIBurst,
-	}
+	}, c.MetricsAuth.KeysAndValues()...)
 }
 
 // Validate checks what flags cannot.
@@ -206,6 +212,9 @@ func (c Config) Validate() error {
 	}
 	if c.StatusAPIBurst < 1 {
 		errs = append(errs, fmt.Errorf("--status-api-burst must be at least 1, got %d", c.StatusAPIBurst))
+	}
+	if err := c.MetricsAuth.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -336,6 +345,9 @@ func Run(ctx context.Context, cfg Config) error {
 	// free pages to the kernel costs a few milliseconds once.
 	debug.FreeOSMemory()
 
+	if cfg.ReadyFile != "" {
+		go KeepReadyFile(ctx, cfg.ReadyFile, helper)
+	}
 	go monitor.Run(ctx)
 	go publisher.Run(ctx, monitor)
 	go driver.RunCleanup(ctx, realClock, cfg.CleanupInterval)
@@ -355,7 +367,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if cfg.MetricsAddress != "" {
 		go func() {
-			if err := serveMetrics(ctx, cfg.MetricsAddress, m.Handler()); err != nil {
+			if err := serveMetrics(ctx, cfg, m.Handler()); err != nil {
 				stop(err)
 			}
 		}()
@@ -446,25 +458,4 @@ func newKubeClient(kubeconfig string, qps float64, burst int) (kubernetes.Interf
 		return nil, fmt.Errorf("create Kubernetes client: %w", err)
 	}
 	return client, nil
-}
-
-func serveMetrics(ctx context.Context, address string, handler http.Handler) error {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", handler)
-	srv := &http.Server{Addr: address, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		<-ctx.Done()
-		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(shutdownCtx)
-	}()
-	lis, err := listenShared(ctx, address)
-	if err != nil {
-		return fmt.Errorf("serve metrics: %w", err)
-	}
-	klog.FromContext(ctx).Info("Serving metrics", "address", address)
-	if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serve metrics: %w", err)
-	}
-	return nil
 }

@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
-	"os"
 	"slices"
 	"sync"
 	"time"
@@ -273,46 +272,6 @@ func (m *CertManager) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, er
 		return nil, errors.New("no webhook certificate yet")
 	}
 	return m.cert, nil
-}
-
-// FileCertificate serves a certificate from files that something else (cert-manager)
-// keeps up to date, reloading them when they change.
-type FileCertificate struct {
-	CertFile, KeyFile string
-
-	mu       sync.Mutex
-	cert     *tls.Certificate
-	modified time.Time
-}
-
-// GetCertificate loads the files when their modification time changed.
-func (f *FileCertificate) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var newest time.Time
-	for _, name := range []string{f.CertFile, f.KeyFile} {
-		st, err := os.Stat(name)
-		if err != nil {
-			if f.cert != nil {
-				return f.cert, nil // mid-rotation: keep serving the previous one
-			}
-			return nil, fmt.Errorf("stat webhook certificate: %w", err)
-		}
-		if st.ModTime().After(newest) {
-			newest = st.ModTime()
-		}
-	}
-	if f.cert == nil || !newest.Equal(f.modified) {
-		cert, err := tls.LoadX509KeyPair(f.CertFile, f.KeyFile)
-		if err != nil {
-			if f.cert != nil {
-				return f.cert, nil
-			}
-			return nil, fmt.Errorf("load webhook certificate: %w", err)
-		}
-		f.cert, f.modified = &cert, newest
-	}
-	return f.cert, nil
 }
 
 func parseCert(data []byte) (*x509.Certificate, error) {

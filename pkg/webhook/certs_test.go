@@ -3,10 +3,7 @@ package webhook
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"crypto/x509"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -108,41 +105,5 @@ func TestCertManagerNeedsItsSecret(t *testing.T) {
 	_ = client.CoreV1().Secrets("rdma").Delete(context.Background(), "webhook-cert", metav1.DeleteOptions{})
 	if err := m.Ensure(context.Background()); err == nil {
 		t.Error("Ensure without the Secret succeeded; the controller may not create Secrets")
-	}
-}
-
-func TestFileCertificateReloads(t *testing.T) {
-	dir := t.TempDir()
-	write := func(serviceName string) []byte {
-		m, client := newCertManager(time.Now())
-		m.ServiceName = serviceName
-		if err := m.Ensure(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		d := secretData(t, client)
-		for name, key := range map[string]string{"tls.crt": SecretCertKey, "tls.key": SecretKeyKey} {
-			if err := os.WriteFile(filepath.Join(dir, name), d[key], 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return d[SecretCertKey]
-	}
-	f := &FileCertificate{CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key")}
-	first := write("a")
-	c1, err := f.GetCertificate(&tls.ClientHelloInfo{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	second := write("b")
-	later := time.Now().Add(time.Minute)
-	for _, n := range []string{"tls.crt", "tls.key"} {
-		_ = os.Chtimes(filepath.Join(dir, n), later, later)
-	}
-	c2, err := f.GetCertificate(&tls.ClientHelloInfo{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if bytes.Equal(first, second) || bytes.Equal(c1.Certificate[0], c2.Certificate[0]) {
-		t.Error("certificate was not reloaded after the files changed")
 	}
 }

@@ -93,3 +93,17 @@ names them as resourceNames. */}}
 {{- define "rdma-dra-driver.webhook.secretName" -}}
 {{- printf "%s-webhook-cert" (include "rdma-dra-driver.fullname" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}
+
+{{/* Secure /metrics (pkg/metricsauth): "true" or empty, for the plugin and the
+controller. Their TLS Secret is mounted at metricsTLSDir. */}}
+{{- define "rdma-dra-driver.metrics.pluginSecure" -}}
+{{- if and .Values.metrics.enabled .Values.metrics.secure }}true{{ end }}
+{{- end }}
+
+{{- define "rdma-dra-driver.metrics.controllerSecure" -}}
+{{- if and .Values.controller.enabled .Values.controller.metricsSecure }}true{{ end }}
+{{- end }}
+
+{{- define "rdma-dra-driver.metricsTLSDir" -}}
+/var/run/secrets/rdma-dra/metrics-tls
+{{- end }}
