@@ -193,9 +193,14 @@ func (c *churn) waitFinished(t *testing.T, ctx context.Context, n int, when stri
 // runToCompletion runs a pod that reports and exits, waits until it finished, and checks
 // by its status that it succeeded and then by its log what it saw. The log is read with
 // retries: the kubelet that serves it may be restarting.
+//
+// The pod restarts on failure: a kubelet restart cancels the runtime calls in flight, and
+// a container whose start it cancelled (StartError "context canceled") would fail a
+// restartPolicy Never pod, which is Kubernetes' doing, not the driver's. The container
+// only ever exits 0, so the one restart allowed is of a container that never ran.
 func runToCompletion(ctx context.Context, ns, name string) error {
 	pod := framework.ReportPod(ns, name, "share")
-	pod.Spec.RestartPolicy = corev1.RestartPolicyNever
+	pod.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
 	pod.Spec.Containers[0].Command = []string{"sh", "-c", strings.Replace(framework.ReportScript, "exec sleep 86400", "exit 0", 1)}
 	if _, err := env.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create: %w", err)
@@ -206,6 +211,14 @@ func runToCompletion(ctx context.Context, ns, name string) error {
 	}
 	if err := framework.ExitedCleanly(done); err != nil {
 		return err
+	}
+	for _, cs := range done.Status.ContainerStatuses {
+		if cs.RestartCount == 0 {
+			continue
+		}
+		if last := cs.LastTerminationState.Terminated; last == nil || last.Reason != framework.StartError {
+			return fmt.Errorf("container %s restarted after it ran (last state %+v); it only ever exits 0", cs.Name, cs.LastTerminationState)
+		}
 	}
 	logs, err := env.WaitLogs(ctx, ns, name, 3*time.Minute, true, framework.ReportComplete)
 	if err != nil {
