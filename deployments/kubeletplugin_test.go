@@ -67,10 +67,10 @@ func TestKubeletPluginDaemonSet(t *testing.T) {
 						c.LivenessProbe.HTTPGet.Host == "127.0.0.1" && envValue(c, "HEALTHCHECK_BIND_ADDRESS") == "127.0.0.1"},
 				// An HTTP readiness probe could be answered by the other instance of a
 				// rolling update (both serve the health port): the probe runs in the container.
-				{"readiness probe: the plugin's ready command in the container, reading READY_FILE",
+				{"readiness probe: the plugin's ready command in the container, reading READY_FILE on a writable emptyDir (the root file system is read-only)",
 					c.ReadinessProbe != nil && c.ReadinessProbe.Exec != nil &&
 						slices.Equal(c.ReadinessProbe.Exec.Command, []string{"/usr/bin/rdma-dra-kubeletplugin", "ready"}) &&
-						strings.HasPrefix(envValue(c, "READY_FILE"), "/tmp/")},
+						onWritableEmptyDir(pod, c, envValue(c, "READY_FILE"))},
 				{"metrics bound to 127.0.0.1 by default", envValue(c, "METRICS_BIND_ADDRESS") == "127.0.0.1:9472"},
 				{"selector matches template labels", ds.Spec.Selector != nil && isSubset(ds.Spec.Selector.MatchLabels, ds.Spec.Template.Labels)},
 			}
@@ -412,4 +412,20 @@ func pluginServiceAccount(t *testing.T, objs []object) *corev1.ServiceAccount {
 	}
 	t.Fatalf("DaemonSet runs as %q, which the manifests do not create", ds.Spec.Template.Spec.ServiceAccountName)
 	return nil
+}
+
+// onWritableEmptyDir reports whether path lies on a writable mount of an emptyDir volume
+// of the container.
+func onWritableEmptyDir(pod corev1.PodSpec, c corev1.Container, path string) bool {
+	for _, m := range c.VolumeMounts {
+		if m.ReadOnly || !strings.HasPrefix(path, strings.TrimSuffix(m.MountPath, "/")+"/") {
+			continue
+		}
+		for _, v := range pod.Volumes {
+			if v.Name == m.Name && v.EmptyDir != nil {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -35,15 +35,21 @@ func KeepReadyFile(ctx context.Context, path string, reg RegistrationReporter) {
 		}
 	}()
 	var was *bool
+	failing := ""
 	for {
 		s := reg.RegistrationStatus()
 		now := s != nil && s.PluginRegistered
 		if was == nil || *was != now {
 			if err := setReadyFile(path, now); err != nil {
-				logger.Error(err, "Update the ready file", "registered", now)
+				// Retried every poll; logged when the error changes, so that the reason
+				// the pod stays unready is in the log without flooding it.
+				if err.Error() != failing {
+					logger.Error(err, "Update the ready file: the pod's readiness probe fails until it works", "registered", now)
+					failing = err.Error()
+				}
 			} else {
 				logger.V(2).Info("Readiness changed", "registered", now)
-				was = &now
+				was, failing = &now, ""
 			}
 		}
 		select {
