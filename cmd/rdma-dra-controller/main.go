@@ -35,7 +35,7 @@ func newApp() *cli.App {
 
 func flags(cfg *controller.Config) []cli.Flag {
 	w := &cfg.Webhook
-	return []cli.Flag{
+	return append([]cli.Flag{
 		&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig file; empty uses the in-cluster configuration", EnvVars: []string{"KUBECONFIG"}, Destination: &cfg.Kubeconfig, TakesFile: true},
 		&cli.StringFlag{Name: "driver-name", Usage: "the DRA driver name the DeviceClasses select", Value: devicemodel.DefaultDriverName, EnvVars: []string{"DRIVER_NAME"}, Destination: &cfg.DriverName},
 		&cli.StringFlag{Name: "namespace", Usage: "namespace of the Lease and the webhook certificate Secret (required)", EnvVars: []string{"POD_NAMESPACE"}, Destination: &cfg.Namespace},
@@ -47,9 +47,6 @@ func flags(cfg *controller.Config) []cli.Flag {
 		&cli.DurationFlag{Name: "retry-period", Usage: "how often candidates try to acquire the lease", Value: 2 * time.Second, EnvVars: []string{"RETRY_PERIOD"}, Destination: &cfg.RetryPeriod},
 		&cli.IntFlag{Name: "workers", Usage: "pools synced at once", Value: 2, EnvVars: []string{"WORKERS"}, Destination: &cfg.Workers},
 		&cli.StringFlag{Name: "metrics-bind-address", Usage: "listen address of /metrics, which has no authentication without --metrics-secure: the default is this pod only; :8080 lets Prometheus scrape (restrict it with a NetworkPolicy or --metrics-secure); empty disables", Value: "127.0.0.1:8080", EnvVars: []string{"METRICS_BIND_ADDRESS"}, Destination: &cfg.MetricsAddress},
-		&cli.BoolFlag{Name: "metrics-secure", Usage: "serve /metrics over HTTPS and require a bearer token allowed to get it (TokenReview and SubjectAccessReview; the controller's service account needs system:auth-delegator)", EnvVars: []string{"METRICS_SECURE"}, Destination: &cfg.MetricsAuth.Secure},
-		&cli.StringFlag{Name: "metrics-tls-cert-file", Usage: "serving certificate of /metrics with --metrics-secure, re-read when it changes; empty with --metrics-tls-key-file: a self-signed one", EnvVars: []string{"METRICS_TLS_CERT_FILE"}, Destination: &cfg.MetricsAuth.CertFile, TakesFile: true},
-		&cli.StringFlag{Name: "metrics-tls-key-file", Usage: "key of --metrics-tls-cert-file", EnvVars: []string{"METRICS_TLS_KEY_FILE"}, Destination: &cfg.MetricsAuth.KeyFile, TakesFile: true},
 		&cli.StringFlag{Name: "health-probe-bind-address", Usage: "listen address of /healthz and /readyz for the kubelet's probes; empty disables", Value: ":8081", EnvVars: []string{"HEALTH_PROBE_BIND_ADDRESS"}, Destination: &cfg.ProbeAddress},
 		&cli.StringFlag{Name: "webhook-address", Usage: "TLS listen address of the admission webhook; empty disables", EnvVars: []string{"WEBHOOK_ADDRESS"}, Destination: &w.Address},
 		&cli.StringFlag{Name: "webhook-cert-source", Usage: "self-managed (a CA and certificate in --webhook-secret) or files (tls.crt and tls.key in --webhook-cert-dir, e.g. from cert-manager)", Value: controller.CertSelfManaged, EnvVars: []string{"WEBHOOK_CERT_SOURCE"}, Destination: &w.CertSource},
@@ -57,7 +54,7 @@ func flags(cfg *controller.Config) []cli.Flag {
 		&cli.StringFlag{Name: "webhook-secret", Usage: "Secret (in --namespace, created by the chart) that holds the self-managed certificate", EnvVars: []string{"WEBHOOK_SECRET"}, Destination: &w.SecretName},
 		&cli.StringFlag{Name: "webhook-service", Usage: "Service of the webhook; the certificate is valid for its DNS names", EnvVars: []string{"WEBHOOK_SERVICE"}, Destination: &w.ServiceName},
 		&cli.StringFlag{Name: "webhook-config", Usage: "ValidatingWebhookConfiguration whose caBundle the controller keeps", EnvVars: []string{"WEBHOOK_CONFIG"}, Destination: &w.ConfigName},
-	}
+	}, cliflags.MetricsAuthFlags(&cfg.MetricsAuth, "the controller's service account")...)
 }
 
 // check refuses combinations that would fail later and less clearly.

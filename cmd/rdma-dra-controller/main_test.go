@@ -4,8 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/urfave/cli/v2"
-
 	"github.com/rdma-dra/rdma-dra-driver/pkg/controller"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/metricsauth"
 )
@@ -57,36 +55,5 @@ func TestEveryFlagHasAnEnvTwin(t *testing.T) {
 		if ev, ok := f.(interface{ GetEnvVars() []string }); !ok || len(ev.GetEnvVars()) == 0 {
 			t.Errorf("flag %v has no environment variable", f.Names())
 		}
-	}
-}
-
-// TestMetricsFlags runs the flags through the parser: the TLS files of /metrics come
-// as a pair and only with --metrics-secure, from flags or their environment twins.
-func TestMetricsFlags(t *testing.T) {
-	tests := []struct {
-		name string
-		args []string
-		env  map[string]string
-		want string
-	}{
-		{"plain", nil, nil, ""},
-		{"secure", []string{"--metrics-secure"}, nil, ""},
-		{"secure from env", nil, map[string]string{"METRICS_SECURE": "true", "METRICS_TLS_CERT_FILE": "/tls/tls.crt", "METRICS_TLS_KEY_FILE": "/tls/tls.key"}, ""},
-		{"cert without key", []string{"--metrics-secure", "--metrics-tls-cert-file=/tls/tls.crt"}, nil, "--metrics-tls-cert-file and --metrics-tls-key-file must be set together"},
-		{"key without cert", nil, map[string]string{"METRICS_SECURE": "true", "METRICS_TLS_KEY_FILE": "/tls/tls.key"}, "--metrics-tls-cert-file and --metrics-tls-key-file must be set together"},
-		{"files without secure", []string{"--metrics-tls-cert-file=/tls/tls.crt", "--metrics-tls-key-file=/tls/tls.key"}, nil, "need --metrics-secure"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			for k, v := range tt.env {
-				t.Setenv(k, v)
-			}
-			cfg := &controller.Config{}
-			app := &cli.App{Flags: flags(cfg), Action: func(*cli.Context) error { return check(cfg) }}
-			err := app.Run(append([]string{"rdma-dra-controller", "--namespace=ns", "--identity=pod-0"}, tt.args...))
-			if (tt.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.want)) {
-				t.Errorf("run: %v, want %q", err, tt.want)
-			}
-		})
 	}
 }

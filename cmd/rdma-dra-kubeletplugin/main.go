@@ -59,7 +59,7 @@ func newApp() *cli.App {
 
 func (v *flagValues) flags() []cli.Flag {
 	c := &v.cfg
-	return []cli.Flag{
+	return append([]cli.Flag{
 		&cli.StringFlag{Name: "node-name", Usage: "the node this plugin runs on (required)", EnvVars: []string{"NODE_NAME"}, Destination: &c.NodeName},
 		&cli.StringFlag{Name: "driver-name", Usage: "the DRA driver name", Value: devicemodel.DefaultDriverName, EnvVars: []string{"DRIVER_NAME"}, Destination: &c.DriverName},
 		&cli.StringFlag{Name: "sysfs-root", Usage: "where sysfs is read from", Value: "/sys", EnvVars: []string{"SYSFS_ROOT"}, Destination: &c.SysfsRoot},
@@ -72,9 +72,6 @@ func (v *flagValues) flags() []cli.Flag {
 		&cli.StringFlag{Name: "ready-file", Usage: "file kept present while the kubelet has this plugin registered, which the readiness probe (the ready command) checks; empty keeps none", EnvVars: []string{"READY_FILE"}, Destination: &c.ReadyFile, TakesFile: true},
 		&cli.StringFlag{Name: "healthcheck-bind-address", Usage: "host the liveness port listens on; the default keeps it off the node's network (the kubelet probes 127.0.0.1); empty is every address", Value: "127.0.0.1", EnvVars: []string{"HEALTHCHECK_BIND_ADDRESS"}, Destination: &c.HealthcheckBindAddress},
 		&cli.StringFlag{Name: "metrics-bind-address", Aliases: []string{"metrics-address"}, Usage: "listen address of /metrics (no authentication without --metrics-secure), e.g. 127.0.0.1:9472; on the host network :9472 is every node address; empty disables", EnvVars: []string{"METRICS_BIND_ADDRESS", "METRICS_ADDRESS"}, Destination: &c.MetricsAddress},
-		&cli.BoolFlag{Name: "metrics-secure", Usage: "serve /metrics over HTTPS and require a bearer token allowed to get it (TokenReview and SubjectAccessReview; the plugin's service account needs system:auth-delegator)", EnvVars: []string{"METRICS_SECURE"}, Destination: &c.MetricsAuth.Secure},
-		&cli.StringFlag{Name: "metrics-tls-cert-file", Usage: "serving certificate of /metrics with --metrics-secure, re-read when it changes; empty with --metrics-tls-key-file: a self-signed one", EnvVars: []string{"METRICS_TLS_CERT_FILE"}, Destination: &c.MetricsAuth.CertFile, TakesFile: true},
-		&cli.StringFlag{Name: "metrics-tls-key-file", Usage: "key of --metrics-tls-cert-file", EnvVars: []string{"METRICS_TLS_KEY_FILE"}, Destination: &c.MetricsAuth.KeyFile, TakesFile: true},
 		&cli.StringFlag{Name: "node-config", Usage: "node configuration file; empty uses the defaults", EnvVars: []string{"NODE_CONFIG"}, Destination: &c.NodeConfig},
 		&cli.DurationFlag{Name: "rescan-interval", Usage: "how often the node is scanned for changed ports", Value: 30 * time.Second, EnvVars: []string{"RESCAN_INTERVAL"}, Destination: &c.RescanInterval},
 		&cli.DurationFlag{Name: "cleanup-interval", Usage: "how often leftovers of deleted claims are looked for", Value: 10 * time.Minute, EnvVars: []string{"CLEANUP_INTERVAL"}, Destination: &c.CleanupInterval},
@@ -99,7 +96,7 @@ func (v *flagValues) flags() []cli.Flag {
 		&cli.StringFlag{Name: "rdma-kernel", Usage: "sysfs (the node's RDMA subsystem) or emulated (a mock node: the plugin writes the GID entries of pod addresses into the mock sysfs tree)", Value: plugin.RDMAKernelSysfs, EnvVars: []string{"RDMA_KERNEL"}, Destination: &c.RDMAKernel},
 		&cli.StringFlag{Name: "node-ips", Usage: "comma-separated addresses of the node (the kubelet's node IPs): network mode move never takes the netdev that carries one", EnvVars: []string{"NODE_IPS"}, Destination: &v.nodeIPs},
 		&cli.StringFlag{Name: "boot-id-path", Usage: "the kernel's boot ID file, which invalidates the checkpoint after a reboot", Value: checkpoint.DefaultBootIDPath, EnvVars: []string{"BOOT_ID_PATH"}, Destination: &c.BootIDPath},
-	}
+	}, cliflags.MetricsAuthFlags(&c.MetricsAuth, "the plugin's service account")...)
 }
 
 // config finishes the configuration: parsed choices and the test-only failpoint, which
