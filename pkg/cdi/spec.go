@@ -296,33 +296,32 @@ func claimWideEdits(ctx context.Context, claimUID string, devices []ClaimDevice,
 	}
 	edits.Env = envFor(ctx, devices, configs)
 
-	limit, ok := memlockLimit(configs)
-	if ok {
-		if opts.HookPath == "" {
-			return edits, errors.New("claim asks for a memlock limit, but no hook path is configured")
+	if limit, ok := memlockLimit(configs); ok {
+		h, err := hook(opts, "createContainer", "claim asks for a memlock limit", "memlock", "--limit", limit)
+		if err != nil {
+			return edits, err
 		}
-		timeout := hookTimeoutSeconds
-		edits.Hooks = append(edits.Hooks, &cdispec.Hook{
-			HookName: "createContainer",
-			Path:     opts.HookPath,
-			Args:     []string{"rdma-dra-cdi-hook", "memlock", "--limit", limit},
-			Timeout:  &timeout,
-		})
+		edits.Hooks = append(edits.Hooks, h)
 	}
 	if opts.AttachedDir != "" && slices.ContainsFunc(devices, func(d ClaimDevice) bool { return d.Attached }) {
-		if opts.HookPath == "" {
-			return edits, errors.New("claim has a network attachment, but no hook path is configured")
-		}
-		timeout := hookTimeoutSeconds
 		// createRuntime runs in the runtime's namespaces, where the marks directory is.
-		edits.Hooks = append(edits.Hooks, &cdispec.Hook{
-			HookName: "createRuntime",
-			Path:     opts.HookPath,
-			Args:     []string{"rdma-dra-cdi-hook", "attached", "--dir", opts.AttachedDir, "--claim", claimUID},
-			Timeout:  &timeout,
-		})
+		h, err := hook(opts, "createRuntime", "claim has a network attachment", "attached", "--dir", opts.AttachedDir, "--claim", claimUID)
+		if err != nil {
+			return edits, err
+		}
+		edits.Hooks = append(edits.Hooks, h)
 	}
 	return edits, nil
+}
+
+// hook runs rdma-dra-cdi-hook with args at stage, bounded by hookTimeoutSeconds; why
+// says what needs it, for the error when no hook path is configured.
+func hook(opts Options, stage, why string, args ...string) (*cdispec.Hook, error) {
+	if opts.HookPath == "" {
+		return nil, fmt.Errorf("%s, but no hook path is configured", why)
+	}
+	timeout := hookTimeoutSeconds
+	return &cdispec.Hook{HookName: stage, Path: opts.HookPath, Args: append([]string{"rdma-dra-cdi-hook"}, args...), Timeout: &timeout}, nil
 }
 
 // memlockLimit is the highest limit any request asks for, as the hook's --limit value:
