@@ -327,6 +327,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.PodUID != "" {
 		opts = append(opts, kubeletplugin.RollingUpdate(types.UID(cfg.PodUID)))
 	}
+	socket, err := draSocketName(cfg.DataDir(), cfg.PodUID)
+	if err != nil {
+		return err
+	}
+	opts = append(opts, kubeletplugin.PluginSocket(socket))
 	helper, err := kubeletplugin.Start(ctx, driver, opts...)
 	if err != nil {
 		return fmt.Errorf("start kubelet plugin helper: %w", err)

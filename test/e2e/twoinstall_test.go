@@ -48,6 +48,15 @@ func TestTwoInstallationsShareANode(t *testing.T) {
 		"--set", "driverName="+secondDriver, "--set", "controller.enabled=false", "--set", "pools.shared.enabled=false",
 		"--set", "pools.exclusive.enabled=false", "--set", "networkAttachment.enabled=false", "--set", "metrics.enabled=false",
 		"--set", "healthcheck.port=51516", "--wait", "--timeout", "3m"); err != nil {
+		// What the second plugin said, for the diagnosis.
+		for _, args := range [][]string{
+			{"-n", secondNamespace, "get", "pods", "-o", "wide"},
+			{"-n", secondNamespace, "logs", "daemonset/" + secondRelease + "-rdma-dra-driver-kubelet-plugin", "--tail=30"},
+			{"-n", secondNamespace, "logs", "daemonset/" + secondRelease + "-rdma-dra-driver-kubelet-plugin", "--previous", "--tail=30"},
+		} {
+			out, kerr := env.Kubectl(ctx, args...)
+			t.Logf("kubectl %v: %v\n%s", args, kerr, out)
+		}
 		t.Fatal(err)
 	}
 	framework.Eventually(t, ctx, 2*time.Minute, time.Second, "the second driver's ResourceSlices", func(ctx context.Context) error {
