@@ -136,7 +136,9 @@ func pluginPID(podUID string) (int, error) {
 		if err != nil {
 			continue
 		}
-		if argv0, _, _ := strings.Cut(string(cmd), "\x00"); argv0 != "/usr/bin/rdma-dra-kubeletplugin" {
+		// The plugin itself, not its readiness probe (`rdma-dra-kubeletplugin ready`, which
+		// runs in the same container with the same environment every 2 seconds).
+		if argv := strings.Split(strings.TrimSuffix(string(cmd), "\x00"), "\x00"); len(argv) != 1 || argv[0] != "/usr/bin/rdma-dra-kubeletplugin" {
 			continue
 		}
 		environ, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
