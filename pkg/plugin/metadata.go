@@ -72,11 +72,11 @@ func (d *Driver) SetMetadataWriter(w MetadataWriter) {
 // (which the helper writes only when device metadata is enabled).
 func (d *Driver) answerFor(entry *checkpoint.Claim) kubeletplugin.PrepareResult {
 	out := kubeletplugin.PrepareResult{Devices: make([]kubeletplugin.Device, 0, len(entry.Devices))}
-	net, err := networkOf(entry)
-	if err != nil {
-		// The record was written by this plugin; a prepare answer must not fail on
-		// metadata, which then leaves the pod's view out.
-		net = nil
+	var net *claimNetwork
+	if d.metadataFiles != nil {
+		// A record this plugin wrote; should it not decode, the metadata leaves the pod's
+		// view out rather than fail the prepare.
+		net, _ = networkOf(entry)
 	}
 	for _, dev := range entry.Devices {
 		kd := kubeletplugin.Device{
@@ -84,7 +84,11 @@ func (d *Driver) answerFor(entry *checkpoint.Claim) kubeletplugin.PrepareResult 
 			PoolName:     dev.Pool,
 			DeviceName:   dev.Device,
 			CDIDeviceIDs: dev.CDIDeviceIDs,
-			Metadata:     d.deviceMetadata(dev, net),
+		}
+		if d.metadataFiles != nil {
+			// Only with device metadata on: the helper ignores it otherwise, and this is
+			// the prepare path.
+			kd.Metadata = d.deviceMetadata(dev, net)
 		}
 		if dev.ShareID != "" {
 			id := types.UID(dev.ShareID)
