@@ -90,14 +90,10 @@ func (p *podNetwork) claimsOfPod(ctx context.Context, pod string) ([]podWork, er
 	var work []podWork
 	err := p.d.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
 		work = work[:0]
-		for uid, entry := range cp.Claims {
-			n, err := networkOf(entry)
-			if err != nil || n == nil {
-				continue
-			}
+		for entry, n := range networks(cp) {
 			for i := range n.Devices {
 				if n.hasPod(pod) || n.Devices[i].attachment(pod) != nil {
-					work = append(work, podWork{claimUID: uid, claim: entry.Namespace + "/" + entry.Name, device: i})
+					work = append(work, podWork{claimUID: entry.UID, claim: entry.Namespace + "/" + entry.Name, device: i})
 				}
 			}
 		}
@@ -395,11 +391,7 @@ func (p *podNetwork) portOf(nd *networkDevice) *discovery.Port {
 func podInterfaces(cp *checkpoint.Checkpoint, pod string) (map[string]bool, map[netip.Addr]string) {
 	names := map[string]bool{}
 	used := map[netip.Addr]string{}
-	for _, entry := range cp.Claims {
-		n, err := networkOf(entry)
-		if err != nil || n == nil {
-			continue
-		}
+	for entry, n := range networks(cp) {
 		for _, nd := range n.Devices {
 			for _, a := range nd.Attachments {
 				if a.Pod == pod && a.State.Spec.PodIfName != "" {
@@ -416,110 +408,4 @@ func podInterfaces(cp *checkpoint.Checkpoint, pod string) (map[string]bool, map[
 		}
 	}
 	return names, used
-}
-
-// detachPod detaches everything attached into pod.
-func (p *podNetwork) detachPod(ctx context.Context, pod string) error {
-	logger := klog.FromContext(ctx).WithValues("podUID", pod)
-	ctx = klog.NewContext(ctx, logger)
-	work, held, err := p.lockPodClaims(ctx, pod)
-	if err != nil || len(work) == 0 {
-		return err
-	}
-	defer held.release(nil)
-	var errs []error
-	// In reverse, so that interfaces go in the opposite order they came.
-	for i := len(work) - 1; i >= 0; i-- {
-		if err := p.detachOne(ctx, work[i], pod); err != nil && !errors.Is(err, errClaimGone) {
-			errs = append(errs, fmt.Errorf("claim %s: %w", work[i].claim, err))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// detachOne detaches one device from pod if it is attached there.
-func (p *podNetwork) detachOne(ctx context.Context, w podWork, pod string) error {
-	var st *netattach.State
-	err := p.d.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
-		st = nil
-		return withDevice(cp, w, func(_ *claimNetwork, nd *networkDevice) (bool, error) {
-			if a := nd.attachment(pod); a != nil {
-				s := a.State
-				st = &s
-			}
-			return false, nil
-		})
-	})
-	if err != nil || st == nil {
-		return err
-	}
-	return p.detachState(ctx, w, pod, *st)
-}
-
-// detachState undoes one recorded attachment and forgets it. The pod's mark goes first:
-// no container of the pod starts against an attachment that is being undone.
-func (p *podNetwork) detachState(ctx context.Context, w podWork, pod string, st netattach.State) error {
-	if err := p.unmark(pod, w.claimUID); err != nil {
-		return err
-	}
-	if err := p.attacher.Detach(ctx, st, p.journal(ctx, w, pod)); err != nil {
-		return fmt.Errorf("detach %s of device %s: %w", st.Spec.Mode, p.deviceName(w), err)
-	}
-	return p.forget(ctx, w, pod)
-}
-
-// forget removes the attachment record of a device in pod.
-func (p *podNetwork) forget(ctx context.Context, w podWork, pod string) error {
-	return p.d.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
-		changed, err := withDevice(cp, w, func(_ *claimNetwork, nd *networkDevice) (bool, error) {
-			if nd.attachment(pod) == nil {
-				return false, nil
-			}
-			nd.dropAttachment(pod)
-			return true, nil
-		})
-		if errors.Is(err, errClaimGone) {
-			return false, nil
-		}
-		return changed, err
-	})
-}
-
-// detachClaim detaches every attachment of a claim, for unprepare: the pods are gone
-// or going, and whatever the runtime's events missed must not outlive the claim.
-func (p *podNetwork) detachClaim(ctx context.Context, uid string, entry *checkpoint.Claim) error {
-	n, err := networkOf(entry)
-	if err != nil || n == nil {
-		return err
-	}
-	var errs []error
-	for i, nd := range n.Devices {
-		w := podWork{claimUID: uid, claim: entry.Namespace + "/" + entry.Name, device: i}
-		for _, a := range slices.Backward(nd.Attachments) {
-			if err := p.detachState(ctx, w, a.Pod, a.State); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
-	if err := p.unmarkClaim(uid); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
-}
-
-// unmark removes the mark of the claim's attachments in pod.
-func (p *podNetwork) unmark(pod, claimUID string) error {
-	if p == nil || p.markDir == "" {
-		return nil
-	}
-	return attachmark.Unmark(p.markDir, pod, claimUID)
-}
-
-// unmarkClaim removes the marks of the claim in every pod; p may be nil (no network
-// attachment).
-func (p *podNetwork) unmarkClaim(claimUID string) error {
-	if p == nil || p.markDir == "" {
-		return nil
-	}
-	return attachmark.UnmarkClaim(p.markDir, claimUID)
 }

@@ -1,0 +1,123 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"k8s.io/klog/v2"
+
+	"github.com/rdma-dra/rdma-dra-driver/pkg/attachmark"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/netattach"
+)
+
+// The teardown half of podnet.go: detaching a pod's attachments at StopPodSandbox or
+// RemovePodSandbox, a claim's at unprepare, and the attachment marks.
+
+// detachPod detaches everything attached into pod.
+func (p *podNetwork) detachPod(ctx context.Context, pod string) error {
+	logger := klog.FromContext(ctx).WithValues("podUID", pod)
+	ctx = klog.NewContext(ctx, logger)
+	work, held, err := p.lockPodClaims(ctx, pod)
+	if err != nil || len(work) == 0 {
+		return err
+	}
+	defer held.release(nil)
+	var errs []error
+	// In reverse, so that interfaces go in the opposite order they came.
+	for i := len(work) - 1; i >= 0; i-- {
+		if err := p.detachOne(ctx, work[i], pod); err != nil && !errors.Is(err, errClaimGone) {
+			errs = append(errs, fmt.Errorf("claim %s: %w", work[i].claim, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// detachOne detaches one device from pod if it is attached there.
+func (p *podNetwork) detachOne(ctx context.Context, w podWork, pod string) error {
+	var st *netattach.State
+	err := p.d.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
+		st = nil
+		return withDevice(cp, w, func(_ *claimNetwork, nd *networkDevice) (bool, error) {
+			if a := nd.attachment(pod); a != nil {
+				s := a.State
+				st = &s
+			}
+			return false, nil
+		})
+	})
+	if err != nil || st == nil {
+		return err
+	}
+	return p.detachState(ctx, w, pod, *st)
+}
+
+// detachState undoes one recorded attachment and forgets it. The pod's mark goes first:
+// no container of the pod starts against an attachment that is being undone.
+func (p *podNetwork) detachState(ctx context.Context, w podWork, pod string, st netattach.State) error {
+	if err := p.unmark(pod, w.claimUID); err != nil {
+		return err
+	}
+	if err := p.attacher.Detach(ctx, st, p.journal(ctx, w, pod)); err != nil {
+		return fmt.Errorf("detach %s of device %s: %w", st.Spec.Mode, p.deviceName(w), err)
+	}
+	return p.forget(ctx, w, pod)
+}
+
+// forget removes the attachment record of a device in pod.
+func (p *podNetwork) forget(ctx context.Context, w podWork, pod string) error {
+	return p.d.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
+		changed, err := withDevice(cp, w, func(_ *claimNetwork, nd *networkDevice) (bool, error) {
+			if nd.attachment(pod) == nil {
+				return false, nil
+			}
+			nd.dropAttachment(pod)
+			return true, nil
+		})
+		if errors.Is(err, errClaimGone) {
+			return false, nil
+		}
+		return changed, err
+	})
+}
+
+// detachClaim detaches every attachment of a claim, for unprepare: the pods are gone
+// or going, and whatever the runtime's events missed must not outlive the claim.
+func (p *podNetwork) detachClaim(ctx context.Context, uid string, entry *checkpoint.Claim) error {
+	n, err := networkOf(entry)
+	if err != nil || n == nil {
+		return err
+	}
+	var errs []error
+	for i, nd := range n.Devices {
+		w := podWork{claimUID: uid, claim: entry.Namespace + "/" + entry.Name, device: i}
+		for _, a := range slices.Backward(nd.Attachments) {
+			if err := p.detachState(ctx, w, a.Pod, a.State); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if err := p.unmarkClaim(uid); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// unmark removes the mark of the claim's attachments in pod.
+func (p *podNetwork) unmark(pod, claimUID string) error {
+	if p == nil || p.markDir == "" {
+		return nil
+	}
+	return attachmark.Unmark(p.markDir, pod, claimUID)
+}
+
+// unmarkClaim removes the marks of the claim in every pod; p may be nil (no network
+// attachment).
+func (p *podNetwork) unmarkClaim(claimUID string) error {
+	if p == nil || p.markDir == "" {
+		return nil
+	}
+	return attachmark.UnmarkClaim(p.markDir, claimUID)
+}
