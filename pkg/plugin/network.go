@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"net/netip"
 	"slices"
 
@@ -65,6 +66,22 @@ type networkDevice struct {
 type podAttachment struct {
 	Pod   string          `json:"pod"`
 	State netattach.State `json:"state"`
+}
+
+// networks yields the entries of cp that have a network record, with the record
+// decoded; entries whose record does not decode are passed over.
+func networks(cp *checkpoint.Checkpoint) iter.Seq2[*checkpoint.Claim, *claimNetwork] {
+	return func(yield func(*checkpoint.Claim, *claimNetwork) bool) {
+		for _, entry := range cp.Claims {
+			n, err := networkOf(entry)
+			if err != nil || n == nil {
+				continue
+			}
+			if !yield(entry, n) {
+				return
+			}
+		}
+	}
 }
 
 // networkOf decodes the network record of a checkpoint entry; nil when it has none.

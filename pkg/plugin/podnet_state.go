@@ -33,11 +33,7 @@ func (p *podNetwork) containerEnv(ctx context.Context, pod string, devices []str
 	missing := false
 	err := p.d.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
 		all, missing = all[:0], false
-		for _, entry := range cp.Claims {
-			n, err := networkOf(entry)
-			if err != nil || n == nil {
-				continue
-			}
+		for _, n := range networks(cp) {
 			for _, nd := range n.Devices {
 				if devices != nil && nd.UVerbs != "" && !slices.Contains(devices, nd.UVerbs) {
 					continue
@@ -116,11 +112,7 @@ func (p *podNetwork) attachedPods(ctx context.Context) ([]string, error) {
 	var pods []string
 	err := p.d.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
 		pods = pods[:0]
-		for _, entry := range cp.Claims {
-			n, err := networkOf(entry)
-			if err != nil || n == nil {
-				continue
-			}
+		for _, n := range networks(cp) {
 			for _, nd := range n.Devices {
 				for _, a := range nd.Attachments {
 					pods = append(pods, a.Pod)
