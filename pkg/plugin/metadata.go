@@ -12,11 +12,14 @@ import (
 	"sync/atomic"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	metadatav1beta1 "k8s.io/dynamic-resource-allocation/api/metadata/v1beta1"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
+	"github.com/rdma-dra/rdma-dra-driver/pkg/atomicfile"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/cdi"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/netattach"
@@ -46,6 +49,27 @@ const (
 	// netdev attribute names the pod's interface.
 	metaHostNetdev = "host_netdev"
 )
+
+// deviceMetadataOptions are the helper's options for device metadata, with the CDI specs
+// that mount the files written to cdiDir. Only the latest API version is written: the
+// helper refuses to start without it, and the consumers of an API that is new in 1.37
+// read it. The files are written without the helper's fsyncs ([metadataFileOps]).
+func deviceMetadataOptions(cdiDir string) []kubeletplugin.Option {
+	return []kubeletplugin.Option{
+		kubeletplugin.EnableDeviceMetadata(true, []schema.GroupVersion{metadatav1beta1.SchemeGroupVersion}),
+		kubeletplugin.CDIDirectory(cdiDir),
+		kubeletplugin.MetadataFileOps(metadataFileOps()),
+	}
+}
+
+// metadataFileOps is how the helper writes metadata files and their CDI specs: atomically
+// but without an fsync of the file and its directory, which the helper's default does on
+// every prepare. A file whose CDI spec is on a tmpfs is of no use after a reboot, and the
+// kubelet prepares the claim again then (docs/kubelet-plugin.md, "Why nothing is
+// fsynced"). The other operations keep the helper's defaults.
+func metadataFileOps() kubeletplugin.MetadataFileOperations {
+	return kubeletplugin.MetadataFileOperations{WriteFile: atomicfile.WriteFile}
+}
 
 // MetadataWriter rewrites the metadata file of a prepared claim's request;
 // *kubeletplugin.Helper implements it when device metadata is enabled.

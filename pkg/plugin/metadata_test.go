@@ -12,9 +12,7 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/dynamic-resource-allocation/api/metadata"
-	metadatav1beta1 "k8s.io/dynamic-resource-allocation/api/metadata/v1beta1"
 	"k8s.io/dynamic-resource-allocation/devicemetadata"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
@@ -26,15 +24,13 @@ func startMetadataHelper(t *testing.T, ctx context.Context, h *harness, d *Drive
 	t.Helper()
 	sockDir := filepath.Join(testRoot, name)
 	dataDir := mkdir(t, sockDir+"d")
-	helper, err := kubeletplugin.Start(ctx, d,
+	helper, err := kubeletplugin.Start(ctx, d, append([]kubeletplugin.Option{
 		kubeletplugin.DriverName(testDriver),
 		kubeletplugin.NodeName(testNode),
 		kubeletplugin.KubeClient(h.kube),
 		kubeletplugin.RegistrarDirectoryPath(mkdir(t, sockDir+"r")),
 		kubeletplugin.PluginDataDirectoryPath(dataDir),
-		kubeletplugin.EnableDeviceMetadata(true, []schema.GroupVersion{metadatav1beta1.SchemeGroupVersion}),
-		kubeletplugin.CDIDirectory(h.cdiDir),
-	)
+	}, deviceMetadataOptions(h.cdiDir)...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

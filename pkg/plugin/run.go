@@ -13,7 +13,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -21,7 +20,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
-	metadatav1beta1 "k8s.io/dynamic-resource-allocation/api/metadata/v1beta1"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -319,10 +317,7 @@ func Run(ctx context.Context, cfg Config) error {
 		kubeletplugin.Serialize(false),
 	}
 	if cfg.DeviceMetadata {
-		// The latest version only: the helper refuses to start without it, and the
-		// consumers of an API that is new in 1.37 read it.
-		opts = append(opts, kubeletplugin.EnableDeviceMetadata(true, []schema.GroupVersion{metadatav1beta1.SchemeGroupVersion}),
-			kubeletplugin.CDIDirectory(cfg.CDIRoot))
+		opts = append(opts, deviceMetadataOptions(cfg.CDIRoot)...)
 	}
 	if cfg.PodUID != "" {
 		opts = append(opts, kubeletplugin.RollingUpdate(types.UID(cfg.PodUID)))
