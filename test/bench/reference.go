@@ -226,18 +226,21 @@ func compareReference(ctx context.Context, cp *ControlPlane, p *Plugin, refBin, 
 			if driver {
 				client, claims = ours, ourClaims
 			}
-			// A single pod on a quiet node: the client's token bucket is full (it refills
-			// in burst/QPS seconds) and the load stays within the burst, so the figure is
-			// the plugin's latency and not its rate limiter's. The sustained load below
-			// goes past the burst, where both plugins are held to the same QPS.
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(time.Duration(defaultBurst/defaultQPS) * time.Second):
+			// A single pod on a quiet node: the client's token bucket is full and the load
+			// stays within the burst, so the figure is the plugin's latency and not its
+			// rate limiter's. The sustained load below goes past the burst, where both
+			// plugins are held to the same QPS; it too starts with a full bucket, or the
+			// faster plugin would start it with fewer tokens (less time to refill since
+			// the 1-concurrent load).
+			if err := refillTokens(ctx); err != nil {
+				return err
 			}
 			one, err := runLoad(ctx, client, claims[:1], 1, sc.compareC1Cycles, sc.compareDuration)
 			if err != nil {
 				return fmt.Errorf("round %d, concurrency 1, driver %v: %w", round, driver, err)
+			}
+			if err := refillTokens(ctx); err != nil {
+				return err
 			}
 			many, err := runLoad(ctx, client, claims, 1, 0, sc.compareDuration)
 			if err != nil {
@@ -351,14 +354,29 @@ func statusOfGroup(ctx context.Context, cp *ControlPlane, client drapb.DRAPlugin
 	return missing, nil
 }
 
+// refillTokens waits until a plugin's client, which spent its token bucket, has it full
+// again: burst/QPS seconds.
+func refillTokens(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(time.Duration(defaultBurst/defaultQPS) * time.Second):
+		return nil
+	}
+}
+
 // waitStatusDrained waits until the plugin reports no pending claim status and returns
-// how long that took.
+// how long that took: zero when nothing was pending at the first look (the scrape's own
+// round trip is not a backlog), else the time until a scrape found none pending.
 func waitStatusDrained(ctx context.Context, p *Plugin, timeout time.Duration) (time.Duration, error) {
 	start := time.Now()
-	for {
+	for first := true; ; first = false {
 		n, err := scrapeMetric(ctx, p, "rdma_dra_claim_status_pending")
 		if err != nil {
 			return 0, err
+		}
+		if n == 0 && first {
+			return 0, nil
 		}
 		if n == 0 {
 			return time.Since(start), nil

@@ -8,7 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func TestReferenceVersionIsPinned(t *testing.T) {
@@ -72,5 +74,41 @@ func TestScrapeMetric(t *testing.T) {
 	}
 	if _, err := scrapeMetric(context.Background(), p, "rdma_dra_missing"); err == nil {
 		t.Error("a missing series gave no error")
+	}
+}
+
+// TestWaitStatusDrained: a writer with nothing pending at the first look has no backlog;
+// one that still has claims pending counts the time until a look finds none.
+func TestWaitStatusDrained(t *testing.T) {
+	tests := []struct {
+		name     string
+		pending  []int // what each scrape reports, the last one repeated
+		wantZero bool
+	}{
+		{name: "nothing pending", pending: []int{0}, wantZero: true},
+		{name: "a backlog", pending: []int{4, 2, 0}, wantZero: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var scrapes atomic.Int32
+			srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				i := min(int(scrapes.Add(1))-1, len(tt.pending)-1)
+				fmt.Fprintf(w, "rdma_dra_claim_status_pending %d\n", tt.pending[i])
+			})}
+			go func() { _ = srv.Serve(l) }()
+			t.Cleanup(func() { _ = srv.Close() })
+			p := &Plugin{Opts: PluginOptions{MetricsAddress: l.Addr().String()}}
+			d, err := waitStatusDrained(context.Background(), p, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (d == 0) != tt.wantZero || int(scrapes.Load()) != len(tt.pending) {
+				t.Errorf("drain %v after %d scrapes, want zero=%v after %d", d, scrapes.Load(), tt.wantZero, len(tt.pending))
+			}
+		})
 	}
 }

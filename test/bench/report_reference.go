@@ -21,9 +21,11 @@ func writeReference(b *strings.Builder, r *Results) {
 		"there), prepared and unprepared back to back over the DRA socket. %d rounds, alternating which driver "+
 		"goes first (A B, B A); medians of the rounds. The 1-concurrent load is %d cycles after a pause that "+
 		"refills the client's token bucket: within the burst, it measures the plugin, as for one pod on a quiet node. "+
-		"The %d-concurrent load runs %g s, past the burst, so both plugins are held to the same %d requests per second "+
-		"and each prepare costs both the helper's GET of the claim. This driver's cycles/s count the time its "+
-		"status writer needed afterwards to have every prepared claim's status written.\n\n",
+		"The %d-concurrent load runs %g s, past the burst, after the same pause, so both plugins start it with a full "+
+		"bucket and are then held to the same %d requests per second; each prepare costs both the helper's GET of "+
+		"the claim, so at this limit the two can at best tie. This driver's cycles/s count the time its "+
+		"status writer still needed afterwards to have every prepared claim's status written (zero when nothing "+
+		"was pending).\n\n",
 		c.Reference, "k8s.io v0.36.2", defaultQPS, defaultBurst, c.Rounds, c.C1Cycles, compareConcurrency, c.LoadSeconds, defaultQPS)
 	fmt.Fprintf(b, "| figure | this driver | reference | ratio |\n|---|---|---|---|\n")
 	dp, rp := median(c.DriverPrepareP50C1), median(c.ReferencePrepareP50C1)
