@@ -39,6 +39,8 @@ type Discoverer struct {
 
 	mu       sync.Mutex
 	reported map[string]struct{}
+	// hint is the size of the last scan's caches, for the next one's (see open).
+	hint sysfs.SizeHint
 }
 
 // New returns a Discoverer for opts.
@@ -58,6 +60,7 @@ func (d *Discoverer) Discover(ctx context.Context) (*Inventory, error) {
 		return nil, err
 	}
 
+	defer d.remember(f)
 	s := &scan{d: d, fs: f, logger: klog.FromContext(ctx), pfModels: map[string]string{}}
 	inv := &Inventory{NetnsMode: s.netnsMode(), Ports: []Port{}}
 	ibdevs, err := f.ReadDirNames("class/infiniband")
@@ -116,15 +119,31 @@ feed:
 
 // open returns a fresh view of the tree: an FS caches resolved paths, so each scan needs
 // its own to see devices that came or went.
+// Its caches start at the size the previous scan's ended with (scans of one node are
+// alike); Discover records that size when it is done.
 func (d *Discoverer) open() (*sysfs.FS, error) {
+	var f *sysfs.FS
 	if d.opts.FS != nil {
-		return sysfs.NewFS(d.opts.FS), nil
+		f = sysfs.NewFS(d.opts.FS)
+	} else {
+		var err error
+		if f, err = sysfs.Open(d.opts.SysfsRoot); err != nil {
+			return nil, fmt.Errorf("discover RDMA ports: %w", err)
+		}
 	}
-	f, err := sysfs.Open(d.opts.SysfsRoot)
-	if err != nil {
-		return nil, fmt.Errorf("discover RDMA ports: %w", err)
-	}
+	d.mu.Lock()
+	hint := d.hint
+	d.mu.Unlock()
+	f.Reserve(hint)
 	return f, nil
+}
+
+// remember keeps the size of a finished scan's caches for the next scan.
+func (d *Discoverer) remember(f *sysfs.FS) {
+	h := f.Hint()
+	d.mu.Lock()
+	d.hint = h
+	d.mu.Unlock()
 }
 
 // firstReport reports whether the problem key has not been logged by this Discoverer yet,

@@ -92,6 +92,32 @@ func NewFS(fsys fs.ReadLinkFS) *FS {
 	return &FS{fsys: fsys, resolved: map[string]string{}, listings: map[string]listing{}, types: map[string]entryType{}}
 }
 
+// SizeHint is how many paths, directories and lstat results an FS remembered: a scan of
+// the same tree with the hint of the previous one sizes its caches once instead of
+// growing them step by step (which allocated a fifth of a scan's bytes on a large node).
+type SizeHint struct {
+	Resolved, Listings, Types int
+}
+
+// Hint returns the sizes of f's caches now, for the next scan's [FS.Reserve].
+func (f *FS) Hint() SizeHint {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return SizeHint{Resolved: len(f.resolved), Listings: len(f.listings), Types: len(f.types)}
+}
+
+// Reserve sizes the caches of a new FS for h; it is a no-op on an FS already in use.
+func (f *FS) Reserve(h SizeHint) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.resolved)+len(f.listings)+len(f.types) > 0 {
+		return
+	}
+	f.resolved = make(map[string]string, h.Resolved)
+	f.listings = make(map[string]listing, h.Listings)
+	f.types = make(map[string]entryType, h.Types)
+}
+
 // Resolve returns the canonical path of name: relative to the root, without symbolic links.
 // name must exist.
 func (f *FS) Resolve(name string) (string, error) {
@@ -117,11 +143,17 @@ func (f *FS) resolve(name string, hops *int) (string, error) {
 	if ok {
 		return p, nil
 	}
-	dir, err := f.resolve(path.Dir(name), hops)
+	parent := path.Dir(name)
+	dir, err := f.resolve(parent, hops)
 	if err != nil {
 		return "", err
 	}
-	p, err = f.step(dir, path.Base(name), hops)
+	// Until a link is crossed the canonical path is the name itself: no new string.
+	joined := ""
+	if dir == parent {
+		joined = name
+	}
+	p, err = f.step(dir, path.Base(name), joined, hops)
 	if err != nil {
 		return "", err
 	}
@@ -232,8 +264,9 @@ func join(dir, elem string) string {
 	return dir + "/" + elem
 }
 
-// step resolves the single component elem inside the canonical directory dir.
-func (f *FS) step(dir, elem string, hops *int) (string, error) {
+// step resolves the single component elem inside the canonical directory dir. joined is
+// dir/elem when the caller has that string already, else empty.
+func (f *FS) step(dir, elem, joined string, hops *int) (string, error) {
 	switch elem {
 	case ".":
 		return dir, nil
@@ -243,7 +276,10 @@ func (f *FS) step(dir, elem string, hops *int) (string, error) {
 		}
 		return path.Dir(dir), nil
 	}
-	p := join(dir, elem)
+	p := joined
+	if p == "" {
+		p = join(dir, elem)
+	}
 	t, err := f.lookupPath(dir, elem, p)
 	if err != nil {
 		return "", err
@@ -267,7 +303,7 @@ func (f *FS) step(dir, elem string, hops *int) (string, error) {
 		if e == "" {
 			continue
 		}
-		if cur, err = f.step(cur, e, hops); err != nil {
+		if cur, err = f.step(cur, e, "", hops); err != nil {
 			return "", err
 		}
 	}

@@ -175,3 +175,46 @@ func mustSymlink(t *testing.T, target, name string) {
 		t.Fatal(err)
 	}
 }
+
+// TestReserveKeepsResults resolves the same names on an FS sized by an earlier scan's
+// hint: the answers are the same, the hint is what the earlier scan cached, and a
+// Reserve on an FS in use changes nothing.
+func TestReserveKeepsResults(t *testing.T) {
+	names := []string{
+		"class/infiniband/mlx5_0/ports/1/state", "class/infiniband/mlx5_0/device/vendor",
+		"devices/pci0000:00/0000:00:01.0/0000:03:00.0/vendor", "class/infiniband/dangling",
+	}
+	resolveAll := func(f *FS) []string {
+		var out []string
+		for _, n := range names {
+			p, err := f.Resolve(n)
+			out = append(out, p+" "+errString(err))
+		}
+		return out
+	}
+	first := NewFS(testTree())
+	want := resolveAll(first)
+	hint := first.Hint()
+	if hint.Resolved == 0 || hint.Types == 0 {
+		t.Fatalf("hint %+v after resolving %d names", hint, len(names))
+	}
+	second := NewFS(testTree())
+	second.Reserve(hint)
+	if got := resolveAll(second); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("with the hint:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if got := second.Hint(); got != hint {
+		t.Errorf("second scan's hint %+v, want the first's %+v", got, hint)
+	}
+	second.Reserve(SizeHint{})
+	if got := second.Hint(); got != hint {
+		t.Errorf("Reserve on an FS in use dropped its caches: %+v, want %+v", got, hint)
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	return err.Error()
+}
