@@ -1,14 +1,23 @@
 // Package atomicfile replaces a file's content so that a reader sees the old content or
 // the new, never a mix, also after the writing process crashed half way.
 //
-// Nothing is fsynced, on purpose. Every file the driver writes this way (device metadata
-// files, the CDI specs that mount them) describes claims prepared during the current boot:
-// the page cache keeps them through any crash of the process, and loses them only with the
-// kernel, which means a reboot, after which the kubelet prepares the claims again and the
-// files are written again. An fsync of the file and its directory would cost a journal
-// commit per prepare (0.3 ms on a quiet virtual disk, milliseconds on a busy node's disk)
-// and buy nothing. docs/kubelet-plugin.md ("What is written to disk, and why nothing is
+// Nothing is fsynced, on purpose. Every file the driver writes this way (the checkpoint,
+// device metadata files) describes claims prepared during the current boot: the page
+// cache keeps them through any crash of the process, and loses them only with the kernel,
+// which means a reboot, after which the kubelet prepares the claims again and the files
+// are written again. An fsync of the file and its directory would cost a journal commit
+// per prepare (0.3 ms on a quiet virtual disk, milliseconds on a busy node's disk) and
+// buy nothing. docs/kubelet-plugin.md ("What is written to disk, and why nothing is
 // fsynced") has the whole argument.
+//
+// For the same reason a file is not renamed over the old one but exchanged with it
+// (renameat2 RENAME_EXCHANGE), and the old one, now under the temporary name, unlinked.
+// ext4 treats a rename over an existing file as "replace via rename" (its auto_da_alloc
+// heuristic, made for programs that forget to fsync) and starts writing the new file's
+// data to disk at once; an exchange is not a replace, so the data stays in the page cache
+// until normal writeback, and a version replaced before then (the checkpoint of a busy
+// node changes several times a second) is never written at all. Readers see no
+// difference: either call switches the name to the new file in one step.
 package atomicfile
 
 import (
@@ -16,18 +25,20 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"golang.org/x/sys/unix"
 )
 
 // WriteFile writes data to name with mode perm (the umask does not apply): into a
 // temporary file in the same directory, hidden and ending in .tmp so that directory scans
-// (the container runtime's CDI watcher) skip it, which is then renamed over name. On an
-// error the temporary file is removed and name is left as it was.
+// (the container runtime's CDI watcher) skip it, which then takes name's place (see the
+// package comment). On an error the temporary file is removed and name is left as it was.
 func WriteFile(name string, data []byte, perm os.FileMode) (err error) {
 	dir, base := filepath.Split(name)
 	if dir == "" {
 		dir = "."
 	}
-	tmp, err := os.CreateTemp(dir, "."+base+".*.tmp")
+	tmp, err := os.CreateTemp(dir, TempPrefix(base)+"*.tmp")
 	if err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
@@ -37,15 +48,45 @@ func WriteFile(name string, data []byte, perm os.FileMode) (err error) {
 		}
 	}()
 	_, err = tmp.Write(data)
-	if err == nil {
+	if err == nil && perm != 0o600 {
 		err = tmp.Chmod(perm) // CreateTemp makes 0600 whatever perm and the umask say
 	}
 	err = errors.Join(err, tmp.Close())
 	if err == nil {
-		err = os.Rename(tmp.Name(), name)
+		err = replace(tmp.Name(), name)
 	}
 	if err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
+	return nil
+}
+
+// TempPrefix is how the names of base's temporary files start; they end in ".tmp". A
+// temporary file outlives its write only if the process died during it.
+func TempPrefix(base string) string { return "." + base + "." }
+
+// replace puts the file tmp in dst's place: exchanged with a regular file (or a
+// symlink) that is there, renamed otherwise, and by a rename also where the file system
+// cannot exchange. A directory at dst is left to the rename, which refuses it.
+func replace(tmp, dst string) error {
+	st, err := os.Lstat(dst)
+	if err != nil || st.IsDir() {
+		return os.Rename(tmp, dst)
+	}
+	err = unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, dst, unix.RENAME_EXCHANGE)
+	switch {
+	case errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOSYS), errors.Is(err, unix.EOPNOTSUPP):
+		// A file system (or kernel) without exchange.
+		return os.Rename(tmp, dst)
+	case errors.Is(err, unix.ENOENT):
+		// dst went away since the Lstat.
+		return os.Rename(tmp, dst)
+	case err != nil:
+		return &os.LinkError{Op: "renameat2", Old: tmp, New: dst, Err: err}
+	}
+	// The new content is in place, which is what the caller asked for; the old file,
+	// now under the temporary name, goes. Should that fail, a hidden leftover that the
+	// owner's cleanup of temporary files removes is no reason to report a failed write.
+	_ = unix.Unlink(tmp)
 	return nil
 }

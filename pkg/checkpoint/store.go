@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/rdma-dra/rdma-dra-driver/pkg/atomicfile"
 )
 
 // DefaultBootIDPath is where Linux publishes the ID of the current boot.
@@ -115,9 +117,9 @@ type Loaded struct {
 	Corruption error
 }
 
-// Load reads the checkpoint. A missing file is an empty checkpoint. A file of a newer
-// version is an error wrapping [ErrFutureVersion], and nothing is changed on disk. A
-// corrupted file is moved aside (see [Loaded.QuarantinedTo]) and the plugin starts over
+// Load reads the checkpoint, after removing the temporary files of interrupted saves. A
+// missing file is an empty checkpoint. A file of a newer version is an error wrapping
+// [ErrFutureVersion], and the checkpoint is left as it is. A corrupted file is moved aside (see [Loaded.QuarantinedTo]) and the plugin starts over
 // empty; why that is the safer choice is explained in docs/kubelet-plugin.md.
 //
 // Load must be called with the lock held.
@@ -126,6 +128,7 @@ func (s *Store) Load() (Loaded, error) {
 	if err != nil {
 		return Loaded{}, err
 	}
+	s.removeTempFiles()
 	data, err := os.ReadFile(s.Path())
 	if errors.Is(err, fs.ErrNotExist) {
 		return Loaded{Checkpoint: New(bootID)}, nil
@@ -156,9 +159,9 @@ func (s *Store) Load() (Loaded, error) {
 	return out, nil
 }
 
-// Save writes cp atomically against a crash of the process: a temporary file in the same
-// directory is written and renamed over the checkpoint, so that a reader (this process
-// after a restart, or another instance) sees the old or the new content, never a mix.
+// Save writes cp atomically against a crash of the process ([atomicfile.WriteFile]), so
+// that a reader (this process after a restart, or another instance) sees the old or the
+// new content, never a mix.
 //
 // Neither the file nor the directory is fsynced, on purpose: data in the page cache
 // survives any crash of the process, and is lost only with the kernel (a kernel crash or
@@ -181,22 +184,24 @@ func (s *Store) save(cp *Checkpoint) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	tmp, err := os.CreateTemp(s.dir, "."+FileName+".*.tmp")
-	if err != nil {
-		return nil, fmt.Errorf("create temporary checkpoint: %w", err)
-	}
-	_, err = tmp.Write(data)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), s.Path())
-	}
-	if err != nil {
-		_ = os.Remove(tmp.Name())
+	if err := atomicfile.WriteFile(s.Path(), data, 0o600); err != nil {
 		return nil, fmt.Errorf("write checkpoint: %w", err)
 	}
 	return data, nil
+}
+
+// removeTempFiles removes the temporary files of saves that a crash interrupted. With the
+// lock held no save is under way, in this process or another, so every one is a leftover.
+// It is best effort: a leftover is a hidden file that nothing reads, and failing a load
+// over it would fail every prepare.
+func (s *Store) removeTempFiles() {
+	entries, _ := os.ReadDir(s.dir)
+	prefix := atomicfile.TempPrefix(FileName)
+	for _, e := range entries {
+		if n := e.Name(); strings.HasPrefix(n, prefix) && strings.HasSuffix(n, ".tmp") && e.Type().IsRegular() {
+			_ = os.Remove(filepath.Join(s.dir, n))
+		}
+	}
 }
 
 // SortedUIDs returns the claim UIDs of cp in a stable order.

@@ -195,3 +195,41 @@ func TestBootIDErrors(t *testing.T) {
 		t.Error("empty boot ID accepted")
 	}
 }
+
+// TestLoadRemovesLeftoverTempFiles: the temporary files of saves that a crash interrupted
+// are removed by the next load, and nothing else in the directory is touched.
+func TestLoadRemovesLeftoverTempFiles(t *testing.T) {
+	s, dir := newTestStore(t, "boot-a")
+	cp := New("boot-a")
+	cp.Claims[testUID("u1")] = sampleClaim(testUID("u1"), PhasePrepareCompleted)
+	if err := s.Save(cp); err != nil {
+		t.Fatal(err)
+	}
+	keep := []string{FileName, FileName + ".corrupt-20260102T030405Z", ".other.json.123.tmp", "notes.tmp"}
+	for _, name := range append(keep[1:], "."+FileName+".123.tmp", "."+FileName+".456.tmp") {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := load(t, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(cp, got.Checkpoint); diff != "" {
+		t.Errorf("loaded (-saved +loaded):\n%s", diff)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		if e.Name() != lockFileName {
+			names = append(names, e.Name())
+		}
+	}
+	slices.Sort(keep)
+	if !slices.Equal(names, keep) {
+		t.Errorf("directory holds %v, want %v", names, keep)
+	}
+}
