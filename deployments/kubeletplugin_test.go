@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/rdma-dra/rdma-dra-driver/pkg/health"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/plugin"
 )
 
 // pluginEnv are the environment variables the chart sets on the kubelet plugin. When
@@ -28,7 +29,7 @@ var pluginEnv = []string{
 	"KUBELET_REGISTRAR_DIRECTORY_PATH", "KUBELET_PLUGINS_DIRECTORY_PATH", "HOOK_INSTALL_DIR",
 	"HEALTHCHECK_PORT", "HEALTHCHECK_BIND_ADDRESS", "METRICS_BIND_ADDRESS", "LOG_VERBOSITY", "LOG_FORMAT", "POD_NAMESPACE", "DAEMONSET_NAME",
 	"HEALTH_POLL_INTERVAL", "TAINT_EFFECT", "MAX_REPUBLISH_PER_MINUTE", "NODE_EVENTS",
-	"DEVICE_METADATA", "READY_FILE", "NETWORK_ATTACHMENT", "NRI_SOCKET", "RDMA_KERNEL", "NODE_IPS",
+	"DEVICE_METADATA", "DEVICE_METADATA_ROOT", "READY_FILE", "NETWORK_ATTACHMENT", "NRI_SOCKET", "RDMA_KERNEL", "NODE_IPS",
 }
 
 func pluginContainer(t *testing.T, ds *appsv1.DaemonSet) corev1.Container {
@@ -170,6 +171,15 @@ func TestKubeletPluginMounts(t *testing.T) {
 			if _, ok := mounts[envValue(c, "KUBELET_PLUGINS_DIRECTORY_PATH")]; ok {
 				t.Errorf("the whole plugins directory is mounted; want only %s", own)
 			}
+			// The device metadata files: the driver's own directory below
+			// DEVICE_METADATA_ROOT, on the host's tmpfs.
+			metaDir := filepath.Join(envValue(c, "DEVICE_METADATA_ROOT"), envValue(c, "DRIVER_NAME"))
+			if m, ok := mounts[metaDir]; !ok || m.ReadOnly {
+				t.Errorf("want %s mounted writable, got %+v", metaDir, m)
+			}
+			if _, ok := mounts[envValue(c, "DEVICE_METADATA_ROOT")]; ok {
+				t.Errorf("the whole device metadata root is mounted; want only %s", metaDir)
+			}
 			for _, env := range []string{"SYSFS_ROOT", "DEV_ROOT"} {
 				if env == "SYSFS_ROOT" && envValue(c, "RDMA_KERNEL") == "emulated" {
 					// The emulated RDMA kernel of a mock node writes GID entries into
@@ -213,7 +223,7 @@ func TestKubeletPluginEnv(t *testing.T) {
 				"HEALTH_POLL_INTERVAL": health.DefaultPollInterval.String(), "TAINT_EFFECT": string(resourceapi.DeviceTaintEffectNoSchedule),
 				"MAX_REPUBLISH_PER_MINUTE": strconv.Itoa(health.DefaultMaxRepublishPerMinute), "NODE_EVENTS": "true",
 				// Device metadata is on by default (docs/device-metadata.md).
-				"DEVICE_METADATA": "true"}
+				"DEVICE_METADATA": "true", "DEVICE_METADATA_ROOT": plugin.DefaultDeviceMetadataRoot}
 			if strings.Contains(file, "mock") {
 				wantValues["SYSFS_ROOT"] = "/var/lib/rdma-dra/mock/sys"
 				wantValues["DEV_ROOT"] = "/var/lib/rdma-dra/mock/dev"

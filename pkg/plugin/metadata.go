@@ -248,9 +248,10 @@ func (d *Driver) updateMetadata(ctx context.Context, uid string) {
 // MetadataFiles locates the files the helper writes for device metadata, to remove those
 // of claims the kubelet never unprepares (cleanup.go) and everything at uninstall. The
 // helper documents both names: {CDIDir}/{driver}_metadata_{claimUID}_{request}.json and
-// {DataDir}/dra-device-metadata/{namespace}_{name}/.
+// {DataDir}/dra-device-metadata/{namespace}_{name}/. RunDir, when set, is where
+// {DataDir}/dra-device-metadata links to (metadataplace.go).
 type MetadataFiles struct {
-	DriverName, CDIDir, DataDir string
+	DriverName, CDIDir, DataDir, RunDir string
 }
 
 // metadataSubDir is the helper's directory for metadata files in the plugin data directory.
@@ -280,13 +281,20 @@ func (m *MetadataFiles) removeClaim(uid, namespace, name string) error {
 	return errors.Join(errs...)
 }
 
-// removeAll removes the CDI specs of every claim's metadata (the data directory, with
-// the metadata files, goes as a whole at uninstall).
+// removeAll removes the CDI specs of every claim's metadata and the metadata files in
+// RunDir (the data directory, with the link to RunDir or the files themselves, goes as
+// a whole at uninstall). RunDir itself stays: the chart mounts it.
 func (m *MetadataFiles) removeAll() error {
 	if m == nil {
 		return nil
 	}
-	return m.removeSpecs(m.DriverName + "_metadata_*.json")
+	err := m.removeSpecs(m.DriverName + "_metadata_*.json")
+	if m.RunDir != "" {
+		if cerr := clearDir(m.RunDir); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("remove device metadata files: %w", cerr))
+		}
+	}
+	return err
 }
 
 func (m *MetadataFiles) removeSpecs(pattern string) error {

@@ -24,6 +24,12 @@ func startMetadataHelper(t *testing.T, ctx context.Context, h *harness, d *Drive
 	t.Helper()
 	sockDir := filepath.Join(testRoot, name)
 	dataDir := mkdir(t, sockDir+"d")
+	// As run.go places them: the files in a directory of their own, linked from the
+	// data directory.
+	runDir := filepath.Join(sockDir+"m", testDriver)
+	if err := placeMetadata(dataDir, runDir); err != nil {
+		t.Fatal(err)
+	}
 	helper, err := kubeletplugin.Start(ctx, d, append([]kubeletplugin.Option{
 		kubeletplugin.DriverName(testDriver),
 		kubeletplugin.NodeName(testNode),
@@ -36,7 +42,7 @@ func startMetadataHelper(t *testing.T, ctx context.Context, h *harness, d *Drive
 	}
 	t.Cleanup(helper.Stop)
 	d.SetMetadataWriter(helper)
-	d.metadataFiles = &MetadataFiles{DriverName: testDriver, CDIDir: h.cdiDir, DataDir: dataDir}
+	d.metadataFiles = &MetadataFiles{DriverName: testDriver, CDIDir: h.cdiDir, DataDir: dataDir, RunDir: runDir}
 	conn := dialHelper(t, sockDir+"d")
 	return drapbv1.NewDRAPluginClient(conn), dataDir
 }
@@ -106,6 +112,12 @@ func TestDeviceMetadata(t *testing.T) {
 		t.Errorf("CDI devices %v name no metadata device", ids)
 	}
 	dm := readMetadata(t, dataDir, "plain", "rdma")
+	// The helper wrote it through the link, into the metadata directory.
+	if target, err := os.Readlink(filepath.Join(dataDir, metadataSubDir)); err != nil {
+		t.Errorf("the metadata directory is not linked: %v", err)
+	} else if _, err := os.Stat(filepath.Join(target, "ns_plain", "rdma", "metadata.json")); err != nil {
+		t.Errorf("metadata file not in %s: %v", target, err)
+	}
 	if len(dm.Requests) != 1 || len(dm.Requests[0].Devices) != 1 {
 		t.Fatalf("metadata of plain: %+v", dm)
 	}

@@ -386,6 +386,18 @@ func TestConfigValidate(t *testing.T) {
 		{name: "secure metrics", change: func(c *Config) { c.MetricsAuth.Secure = true }},
 		{name: "metrics cert without key", change: func(c *Config) { c.MetricsAuth.Secure, c.MetricsAuth.CertFile = true, "/tls/tls.crt" },
 			want: "--metrics-tls-cert-file and --metrics-tls-key-file must be set together"},
+		{name: "metadata root", change: func(c *Config) {
+			c.PluginsDir, c.DeviceMetadataRoot = "/var/lib/kubelet/plugins", DefaultDeviceMetadataRoot
+		}},
+		{name: "metadata root next to the data directory", change: func(c *Config) { c.PluginsDir, c.DeviceMetadataRoot = "/k/plugins", "/k/plugins/rdma.dra.io-metadata" }},
+		{name: "relative metadata root", change: func(c *Config) { c.DeviceMetadataRoot = "run/metadata" },
+			want: `--device-metadata-root must be an absolute path, got "run/metadata"`},
+		{name: "metadata root in the data directory", change: func(c *Config) { c.PluginsDir, c.DeviceMetadataRoot = "/k/plugins", "/k/plugins/rdma.dra.io/m" },
+			want: `--device-metadata-root "/k/plugins/rdma.dra.io/m": its directory /k/plugins/rdma.dra.io/m/rdma.dra.io and the data directory /k/plugins/rdma.dra.io must not contain each other`},
+		{name: "metadata root is the plugins directory", change: func(c *Config) { c.PluginsDir, c.DeviceMetadataRoot = "/k/plugins", "/k/plugins" },
+			want: `--device-metadata-root "/k/plugins": its directory /k/plugins/rdma.dra.io and the data directory /k/plugins/rdma.dra.io must not contain each other`},
+		{name: "metadata directory around the data directory", change: func(c *Config) { c.PluginsDir, c.DeviceMetadataRoot = "/r/rdma.dra.io/plugins", "/r" },
+			want: `--device-metadata-root "/r": its directory /r/rdma.dra.io and the data directory /r/rdma.dra.io/plugins/rdma.dra.io must not contain each other`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

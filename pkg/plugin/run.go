@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -107,6 +108,11 @@ type Config struct {
 	// DeviceMetadata gives containers the metadata of their devices (KEP-5304,
 	// docs/device-metadata.md) through files the helper writes and CDI mounts.
 	DeviceMetadata bool
+	// DeviceMetadataRoot is the directory (a tmpfs: the files are of no use after a
+	// reboot) that holds the device metadata files in DeviceMetadataRoot/DriverName,
+	// linked from the data directory (metadataplace.go); empty keeps them in the data
+	// directory.
+	DeviceMetadataRoot string
 	// ReadyFile is kept present while the kubelet has the plugin registered, for the
 	// readiness probe (readiness.go); empty keeps none.
 	ReadyFile string
@@ -141,7 +147,20 @@ func metadataFiles(cfg Config) *MetadataFiles {
 	if !cfg.DeviceMetadata {
 		return nil
 	}
-	return &MetadataFiles{DriverName: cfg.DriverName, CDIDir: cfg.CDIRoot, DataDir: cfg.DataDir()}
+	return &MetadataFiles{DriverName: cfg.DriverName, CDIDir: cfg.CDIRoot, DataDir: cfg.DataDir(), RunDir: cfg.MetadataDir()}
+}
+
+// DefaultDeviceMetadataRoot is where the device metadata files go by default: on the
+// tmpfs of /var/run, like the CDI specs that mount them (metadataplace.go).
+const DefaultDeviceMetadataRoot = "/var/run/rdma-dra-metadata"
+
+// MetadataDir is the directory of the device metadata files outside the data directory,
+// empty when they are kept in it.
+func (c Config) MetadataDir() string {
+	if c.DeviceMetadataRoot == "" {
+		return ""
+	}
+	return filepath.Join(c.DeviceMetadataRoot, c.DriverName)
 }
 
 // DataDir is the plugin data directory: the DRA socket, the checkpoint and its lock.
@@ -164,7 +183,7 @@ func (c Config) KeysAndValues() []any {
 		"prepareHoldFile", c.PrepareHoldFile,
 		"namespace", c.Namespace, "daemonSetName", c.DaemonSetName,
 		"kubeAPIQPS", c.KubeAPIQPS, "kubeAPIBurst", c.KubeAPIBurst,
-		"networkAttachment", c.NetworkAttachment, "deviceMetadata", c.DeviceMetadata, "readyFile", c.ReadyFile, "nriSocket", c.NRISocket, "rdmaKernel", c.RDMAKernel, "nodeIPs", c.NodeIPs,
+		"networkAttachment", c.NetworkAttachment, "deviceMetadata", c.DeviceMetadata, "deviceMetadataDir", c.MetadataDir(), "readyFile", c.ReadyFile, "nriSocket", c.NRISocket, "rdmaKernel", c.RDMAKernel, "nodeIPs", c.NodeIPs,
 		"statusAPIQPS", c.StatusAPIQPS, "statusAPIBurst", c.StatusAPIBurst,
 	}, c.MetricsAuth.KeysAndValues()...)
 }
@@ -211,10 +230,35 @@ func (c Config) Validate() error {
 	if c.StatusAPIBurst < 1 {
 		errs = append(errs, fmt.Errorf("--status-api-burst must be at least 1, got %d", c.StatusAPIBurst))
 	}
+	if err := c.validateMetadataRoot(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := c.MetricsAuth.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// validateMetadataRoot refuses a metadata directory that is relative (the CDI specs name
+// it on the host), inside the data directory (the link would point into itself) or
+// around it (uninstall empties the metadata directory).
+func (c Config) validateMetadataRoot() error {
+	if c.DeviceMetadataRoot == "" {
+		return nil
+	}
+	if !filepath.IsAbs(c.DeviceMetadataRoot) {
+		return fmt.Errorf("--device-metadata-root must be an absolute path, got %q", c.DeviceMetadataRoot)
+	}
+	if within(c.MetadataDir(), c.DataDir()) || within(c.DataDir(), c.MetadataDir()) {
+		return fmt.Errorf("--device-metadata-root %q: its directory %s and the data directory %s must not contain each other", c.DeviceMetadataRoot, c.MetadataDir(), c.DataDir())
+	}
+	return nil
+}
+
+// within says whether path is dir or below it (both clean and absolute).
+func within(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
 // Run runs the kubelet plugin until ctx ends or an error stops it.
@@ -245,6 +289,11 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if err := os.MkdirAll(cfg.DataDir(), 0o750); err != nil {
 		return fmt.Errorf("create plugin data directory: %w", err)
+	}
+	if cfg.DeviceMetadata {
+		if err := placeMetadata(cfg.DataDir(), cfg.MetadataDir()); err != nil {
+			return err
+		}
 	}
 	hookPath, err := installHook(ctx, cfg)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -110,17 +109,8 @@ func UninstallCleanup(ctx context.Context, cfg Config, hookPath string, store *c
 // from the host, so the directory is a mount point in the container and cannot go (EBUSY):
 // then it stays, empty, and the kubelet's hostPath leaves an empty directory on the host.
 func removeDir(dir string) error {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read data directory %s: %w", dir, err)
-	}
-	for _, e := range entries {
-		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
-			return fmt.Errorf("clear data directory %s: %w", dir, err)
-		}
+	if err := clearDir(dir); err != nil {
+		return fmt.Errorf("clear data directory %s: %w", dir, err)
 	}
 	if err := os.Remove(dir); err != nil && !errors.Is(err, syscall.EBUSY) && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("remove data directory %s: %w", dir, err)

@@ -81,11 +81,17 @@ func TestUninstallCleanup(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			root := t.TempDir()
-			cfg := Config{PluginsDir: filepath.Join(root, "plugins"), DriverName: "rdma.dra.io", CDIRoot: filepath.Join(root, "cdi")}
+			cfg := Config{PluginsDir: filepath.Join(root, "plugins"), DriverName: "rdma.dra.io", CDIRoot: filepath.Join(root, "cdi"),
+				DeviceMetadata: true, DeviceMetadataRoot: filepath.Join(root, "run")}
 			bootID := filepath.Join(root, "boot_id")
 			must(t, os.WriteFile(bootID, []byte("boot-1\n"), 0o644))
 			must(t, os.MkdirAll(cfg.DataDir(), 0o750))
 			must(t, os.WriteFile(filepath.Join(cfg.DataDir(), "dra.sock"), nil, 0o600))
+			// A claim's device metadata, in the metadata directory as run.go places it.
+			must(t, placeMetadata(cfg.DataDir(), cfg.MetadataDir()))
+			metaFile := filepath.Join(cfg.MetadataDir(), "ns_c", "r", "metadata.json")
+			must(t, os.MkdirAll(filepath.Dir(metaFile), 0o755))
+			must(t, os.WriteFile(metaFile, []byte("{}"), 0o644))
 			hook := filepath.Join(root, "bin", cdi.HookFileName(cfg.DriverName))
 			otherHook := filepath.Join(root, "bin", cdi.HookFileName(otherDriver))
 			must(t, os.MkdirAll(filepath.Dir(hook), 0o755))
@@ -129,6 +135,12 @@ func TestUninstallCleanup(t *testing.T) {
 			}
 			if _, err := os.Stat(cfg.DataDir()); (err == nil) != tc.wantDataDir {
 				t.Errorf("data directory present = %v, want %v", err == nil, tc.wantDataDir)
+			}
+			if _, err := os.Stat(metaFile); (err == nil) != tc.wantDataDir {
+				t.Errorf("device metadata present = %v, want %v", err == nil, tc.wantDataDir)
+			}
+			if _, err := os.Stat(cfg.MetadataDir()); err != nil {
+				t.Errorf("the metadata directory itself (a mount point in the chart) is gone: %v", err)
 			}
 			got, err := specs.List()
 			must(t, err)

@@ -66,6 +66,8 @@ type PluginOptions struct {
 	Dir string
 	// CDIDir is the CDI spec directory; a tmpfs like a node's /var/run/cdi.
 	CDIDir string
+	// MetadataRoot is the plugin's --device-metadata-root; a tmpfs like a node's /var/run.
+	MetadataRoot string
 	// NodeName is the node's name; the pool is NodeName-rdma.
 	NodeName string
 	// Ports is the size of the mock node (scaledNode).
@@ -110,7 +112,7 @@ func startPlugin(ctx context.Context, kube kubernetes.Interface, o PluginOptions
 	}
 	args := []string{
 		"--node-name=" + o.NodeName, "--sysfs-root=" + sysRoot, "--dev-root=" + devRoot,
-		"--cdi-root=" + o.CDIDir,
+		"--cdi-root=" + o.CDIDir, "--device-metadata-root=" + o.MetadataRoot,
 		"--kubelet-registrar-directory-path=" + registry,
 		"--kubelet-plugins-directory-path=" + plugins,
 		"--hook-install-dir=" + filepath.Join(o.Dir, "hook"),

@@ -222,7 +222,7 @@ func measureCluster(ctx context.Context, o Options, sc scale, work, pluginBin st
 			return nil, err
 		}
 		return startPlugin(ctx, cp.Client, PluginOptions{
-			Binary: pluginBin, Dir: filepath.Join(work, name), CDIDir: filepath.Join(cdiBase, name),
+			Binary: pluginBin, Dir: filepath.Join(work, name), CDIDir: filepath.Join(cdiBase, name), MetadataRoot: filepath.Join(cdiBase, name+"-metadata"),
 			NodeName: name, Ports: 8, Kubeconfig: cp.Kubeconfig, RescanInterval: rescan,
 			LogFile: filepath.Join(logs, name+".log"), MetricsAddress: "127.0.0.1:" + strconv.Itoa(port[0]),
 		})

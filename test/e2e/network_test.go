@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -201,6 +203,12 @@ func expectMetadata(t *testing.T, ns, pod string, iface framework.PodInterface, 
 		t.Errorf("%s: device metadata has no networkData", pod)
 	} else if err := describes(*dev.NetworkData, iface); err != nil {
 		t.Errorf("%s: device metadata networkData: %v", pod, err)
+	}
+	// The runtime mounted the file through the data directory's link to the metadata
+	// directory on the host's tmpfs (docs/device-metadata.md, "Where the files are").
+	link := filepath.Join(env.PluginDataDir(), "dra-device-metadata")
+	if target, err := os.Readlink(link); err != nil || target != env.DeviceMetadataDir() {
+		t.Errorf("%s links to %q (%v), want the metadata directory %s", link, target, err, env.DeviceMetadataDir())
 	}
 }
 

@@ -56,6 +56,9 @@ func TestUninstallLeavesNothing(t *testing.T) {
 			}
 			return fmt.Errorf("files left in %s: %v", env.PluginDataDir(), names)
 		}
+		if entries, err := os.ReadDir(env.DeviceMetadataDir()); err == nil && len(entries) > 0 {
+			return fmt.Errorf("device metadata left in %s: %d claims", env.DeviceMetadataDir(), len(entries))
+		}
 		if _, err := statFile(hook); err == nil {
 			return fmt.Errorf("hook left: %s", hook)
 		}

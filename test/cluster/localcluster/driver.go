@@ -73,12 +73,16 @@ mock:
   enabled: true
   sysfsRoot: %q
   devRoot: %q
+# Device metadata files under the cluster's own run directory, which make cluster-down
+# removes.
+deviceMetadata:
+  root: %q
 # Pods written for the device plugin run unchanged here (demo/legacy-extended-resource,
 # e2e TestLegacyExtendedResource); the chart leaves the name free by default.
 pools:
   shared:
     extendedResourceName: %q
-`, repository, tag, l.KubeletRoot(), HookInstallDir, l.MockSys(), l.MockDev(), LegacyExtendedResource)
+`, repository, tag, l.KubeletRoot(), HookInstallDir, l.MockSys(), l.MockDev(), l.DeviceMetadataRoot(), LegacyExtendedResource)
 	type attachment struct {
 		Enabled    bool   `json:"enabled"`
 		NRISocket  string `json:"nriSocket"`

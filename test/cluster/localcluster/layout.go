@@ -101,6 +101,10 @@ func (l Layout) NetnsDir() string {
 // NRISocket is containerd's NRI socket, which the driver's NRI plugin connects to.
 func (l Layout) NRISocket() string { return filepath.Join(RunRoot, "nri.sock") }
 
+// DeviceMetadataRoot is the chart's deviceMetadata.root on this cluster (on the host's
+// tmpfs, like a node's /var/run).
+func (l Layout) DeviceMetadataRoot() string { return filepath.Join(RunRoot, "device-metadata") }
+
 // SmokeCDISpec is the static CDI spec the smoke test writes.
 func (l Layout) SmokeCDISpec() string { return "/var/run/cdi/localcluster-smoke.yaml" }
 

@@ -241,6 +241,7 @@ func (c *Cluster) writeEnv(f *host.Facts) error {
 		{"LOCALCLUSTER_MOCK_SYS", l.MockSys()},
 		{"LOCALCLUSTER_MOCK_DEV", l.MockDev()},
 		{"LOCALCLUSTER_CDI_DIR", "/var/run/cdi"},
+		{"LOCALCLUSTER_DEVICE_METADATA_ROOT", l.DeviceMetadataRoot()},
 		{"LOCALCLUSTER_LOGS", l.Logs()},
 	}
 	var b strings.Builder

@@ -90,6 +90,12 @@ func (e *Env) PluginDataDir() string {
 	return filepath.Join(e.KubeletDir(), "plugins", DriverName)
 }
 
+// DeviceMetadataDir is the plugin's directory of device metadata files on the host, which
+// its data directory links to.
+func (e *Env) DeviceMetadataDir() string {
+	return filepath.Join(e.Vars["LOCALCLUSTER_DEVICE_METADATA_ROOT"], DriverName)
+}
+
 // CDIDir is the directory of the transient CDI specs on the host.
 func (e *Env) CDIDir() string { return e.Vars["LOCALCLUSTER_CDI_DIR"] }
 
