@@ -338,7 +338,11 @@ func NetworkData(c *resourceapi.ResourceClaim) map[string]resourceapi.NetworkDev
 // podClaim (a claim from a template, the pod-local name) inside the pod
 // (docs/device-metadata.md), decoded as a consumer would: the first object it understands.
 func (e *Env) DeviceMetadata(ctx context.Context, ns, pod, podClaim, request string) (*metadata.DeviceMetadata, error) {
-	path := metadata.ResourceClaimTemplateFilePath(DriverName, podClaim, request)
+	return e.DeviceMetadataAt(ctx, ns, pod, metadata.ResourceClaimTemplateFilePath(DriverName, podClaim, request))
+}
+
+// DeviceMetadataAt reads and decodes the device metadata file at path inside the pod.
+func (e *Env) DeviceMetadataAt(ctx context.Context, ns, pod, path string) (*metadata.DeviceMetadata, error) {
 	out, err := e.Exec(ctx, ns, pod, "cat", path)
 	if err != nil {
 		return nil, fmt.Errorf("read %s in the pod: %w", path, err)
