@@ -72,6 +72,9 @@ func Load(repo string) (*Env, error) {
 	if e.Kubeconfig == "" || e.Node == "" {
 		return nil, fmt.Errorf("%s lacks KUBECONFIG or LOCALCLUSTER_NODE", path)
 	}
+	if vars["LOCALCLUSTER_DEVICE_METADATA_ROOT"] == "" {
+		return nil, fmt.Errorf("%s lacks LOCALCLUSTER_DEVICE_METADATA_ROOT: the cluster was started by an older make cluster-up; make cluster-down && make cluster-up", path)
+	}
 	if e.REST, err = clientcmd.BuildConfigFromFlags("", e.Kubeconfig); err != nil {
 		return nil, fmt.Errorf("load %s: %w", e.Kubeconfig, err)
 	}
