@@ -144,8 +144,9 @@ const howText = `- **Control plane**: etcd and kube-apiserver from the local clu
   of their own, client-certificate auth; the DRA gates of the default model are on.
 - **Plugin**: the real ` + "`rdma-dra-kubeletplugin`" + ` binary, built from the tree, against an 8-port mock node
   (the first 8 InfiniBand cards of the ` + "`large`" + ` profile) with a Node object, a registration directory
-  that no kubelet watches, its data directory on disk and its CDI directory on a tmpfs (as
-  ` + "`/var/run/cdi`" + `). It talks to the API server with an admin kubeconfig.
+  that no kubelet watches, its data directory on disk, its CDI directory on a tmpfs (as
+  ` + "`/var/run/cdi`" + `) and its device metadata files (` + "`--device-metadata-root`" + `) on the same tmpfs (as
+  the chart's default, on ` + "`/var/run`" + `). It talks to the API server with an admin kubeconfig.
 - **Prepare**: claims are created in the API server with ` + "`status.allocation`" + ` written through the status
   subresource (one share of the port's shared device per device, with a share ID), then prepared
   and unprepared over the plugin's unix socket with the kubelet's DRA v1 gRPC client, one worker per

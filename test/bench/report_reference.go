@@ -17,7 +17,8 @@ func writeReference(b *strings.Builder, r *Results) {
 		"v0.37.1, see that go.mod). "+
 		"Both plugins run at once on the same etcd and API server, with the same client limits "+
 		"(%d QPS, burst %d: this driver's defaults, the kubelet's), their data directories on the same disk and "+
-		"their CDI directories on the same tmpfs; one-device claims (one share of an RDMA port here, one whole GPU "+
+		"their CDI directories on the same tmpfs (this driver's device metadata files too, where its chart puts "+
+		"them on a node; the reference writes none); one-device claims (one share of an RDMA port here, one whole GPU "+
 		"there), prepared and unprepared back to back over the DRA socket. %d rounds, alternating which driver "+
 		"goes first (A B, B A); medians of the rounds. The 1-concurrent load is %d cycles after a pause that "+
 		"refills the client's token bucket: within the burst, it measures the plugin, as for one pod on a quiet node. "+
