@@ -131,9 +131,15 @@ func (e *Env) WaitLogs(ctx context.Context, ns, name string, timeout time.Durati
 	)
 	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
 		b, err := e.Client.CoreV1().Pods(ns).GetLogs(name, &corev1.PodLogOptions{}).DoRaw(ctx)
+		if apierrors.IsNotFound(err) {
+			// Either the pod is gone, or the kubelet that answered does not know it (yet):
+			// a kubelet that has just restarted answers "pod ... does not exist" until it
+			// has loaded its pods again. Only the API server can tell.
+			if _, gerr := e.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(gerr) {
+				return false, errPodGone
+			}
+		}
 		switch {
-		case apierrors.IsNotFound(err):
-			return false, errPodGone
 		case err != nil:
 			if ctx.Err() == nil {
 				reads++
@@ -250,9 +256,10 @@ func (e *Env) execWithRetry(ctx context.Context, timeout time.Duration, ns, pod 
 }
 
 // kubeletUnreachable says kubectl's output is the API server failing to reach the
-// kubelet, not an answer from it.
+// kubelet, not an answer from it, or a kubelet that has just restarted and not loaded its
+// pods yet ("pod does not exist", for a pod that the caller knows exists).
 func kubeletUnreachable(out string) bool {
-	for _, s := range []string{"error dialing backend", "an error on the server", "connection refused", "connection reset", "i/o timeout"} {
+	for _, s := range []string{"error dialing backend", "an error on the server", "connection refused", "connection reset", "i/o timeout", "pod does not exist"} {
 		if strings.Contains(out, s) {
 			return true
 		}
