@@ -27,6 +27,7 @@ func newApp() *cli.App {
 		slicesCommand(),
 		mockNodeCommand(),
 		migrateCommand(),
+		doctorCommand(),
 	})
 }
 

@@ -1,0 +1,49 @@
+package e2e
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/rdma-dra/rdma-dra-driver/test/e2e/framework"
+)
+
+// TestDoctorOnTheNode runs `rdma-dra doctor` (built from the tree) on the local cluster's
+// node: the mock node's sysfs and device trees, and the real containerd that runs the
+// cluster's pods, found in /proc with its config file. Nothing may fail, and the checks
+// the driver cannot do without (modules, devices and their nodes, CDI and NRI of the
+// running containerd, the CDI directory) must be OK; warnings are logged.
+func TestDoctorOnTheNode(t *testing.T) {
+	ctx := framework.Context(t, 2*time.Minute)
+	containerdConfig := filepath.Join(env.Repo, "_output", "local-cluster", "config", "containerd.toml")
+	stdout, stderr, err := env.RdmaDra(ctx, "doctor", "-o", "json",
+		"--sysfs-root", env.Vars["LOCALCLUSTER_MOCK_SYS"], "--dev-root", env.Vars["LOCALCLUSTER_MOCK_DEV"],
+		"--containerd-config", containerdConfig, "--cdi-dirs", env.CDIDir())
+	if err != nil {
+		t.Fatalf("rdma-dra doctor: %v\n%s%s", err, stdout, stderr)
+	}
+	var doc struct {
+		Version string `json:"version"`
+		Checks  []struct {
+			Check, Status, Found, Fix string
+		} `json:"checks"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
+		t.Fatalf("decode the doctor's document: %v\n%s", err, stdout)
+	}
+	got := map[string]string{}
+	for _, c := range doc.Checks {
+		got[c.Check] = c.Status
+		t.Logf("%-4s %s: %s", c.Status, c.Check, c.Found)
+		if c.Status == "FAIL" {
+			t.Errorf("%s failed: %s; fix: %s", c.Check, c.Found, c.Fix)
+		}
+	}
+	for _, name := range []string{"kernel-modules", "rdma-devices", "char-devices", "rdma-netns",
+		"container-runtime", "containerd-cdi", "cdi-spec-dirs", "containerd-nri", "ibdev2netdev"} {
+		if got[name] != "OK" {
+			t.Errorf("check %s: %q, want OK", name, got[name])
+		}
+	}
+}
