@@ -25,8 +25,9 @@ import (
 
 const crdFile = "helm/rdma-dra-driver/crds/rdma.dra.io_rdmapools.yaml"
 
-// loadCRD reads the chart's CRD, checks that the static manifests carry the same one,
-// and converts it to the API server's internal form.
+// loadCRD reads the chart's CRD, checks that the static CRD manifest carries the same
+// one and the other static manifests none (they are applied after it, once it is
+// established), and converts it to the API server's internal form.
 func loadCRD(t *testing.T) (*apiextensionsv1.CustomResourceDefinition, *apiextensions.CustomResourceDefinition) {
 	t.Helper()
 	data, err := os.ReadFile(crdFile)
@@ -37,10 +38,13 @@ func loadCRD(t *testing.T) (*apiextensionsv1.CustomResourceDefinition, *apiexten
 	if err := yaml.UnmarshalStrict(data, crd); err != nil {
 		t.Fatalf("decode %s: %v", crdFile, err)
 	}
+	static := one[*apiextensionsv1.CustomResourceDefinition](t, decodeFile(t, staticCRDFile))
+	if !reflect.DeepEqual(static, crd) {
+		t.Errorf("%s carries another CRD than %s: run make manifests", staticCRDFile, crdFile)
+	}
 	for _, file := range staticFiles {
-		static := one[*apiextensionsv1.CustomResourceDefinition](t, decodeFile(t, file))
-		if !reflect.DeepEqual(static, crd) {
-			t.Errorf("%s carries another CRD than %s: run make manifests", file, crdFile)
+		if crds := only[*apiextensionsv1.CustomResourceDefinition](decodeFile(t, file)); len(crds) > 0 {
+			t.Errorf("%s carries %d CRDs: they belong in %s alone, applied first", file, len(crds), staticCRDFile)
 		}
 	}
 	apiextensionsv1.SetObjectDefaults_CustomResourceDefinition(crd)

@@ -28,11 +28,15 @@ import (
 	v1alpha1 "github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
 )
 
-// staticFiles are the renders `make manifests` writes; every test runs on each.
+// staticFiles are the renders of the chart's templates `make manifests` writes; every test
+// runs on each.
 var staticFiles = []string{
 	"static/rdma-dra-driver.yaml",
 	"static/rdma-dra-driver-mock.yaml",
 }
+
+// staticCRDFile is the render of the chart's CRDs, which users apply before staticFiles.
+const staticCRDFile = "static/rdma-dra-driver-crds.yaml"
 
 // object is one decoded manifest document.
 type object struct {
@@ -187,7 +191,7 @@ func TestStaticManifestsDecodeStrictly(t *testing.T) {
 			sort.Strings(kinds)
 			want := []string{
 				"*v1.ClusterRole", "*v1.ClusterRole", "*v1.ClusterRoleBinding", "*v1.ClusterRoleBinding",
-				"*v1.CustomResourceDefinition", "*v1.DaemonSet", "*v1.Deployment", "*v1.Namespace", "*v1.NetworkPolicy",
+				"*v1.DaemonSet", "*v1.Deployment", "*v1.Namespace", "*v1.NetworkPolicy",
 				"*v1.Role", "*v1.Role", "*v1.Role", "*v1.RoleBinding", "*v1.RoleBinding", "*v1.RoleBinding",
 				"*v1.Secret", "*v1.Service", "*v1.Service", "*v1.ServiceAccount", "*v1.ServiceAccount",
 				"*v1.ValidatingAdmissionPolicy", "*v1.ValidatingAdmissionPolicy", "*v1.ValidatingAdmissionPolicy",
@@ -200,6 +204,16 @@ func TestStaticManifestsDecodeStrictly(t *testing.T) {
 			}
 		})
 	}
+	t.Run(filepath.Base(staticCRDFile), func(t *testing.T) {
+		objs := decodeFile(t, staticCRDFile)
+		if len(objs) != 1 {
+			t.Fatalf("%d objects, want the RdmaPool CRD alone", len(objs))
+		}
+		crd, ok := objs[0].obj.(*apiextensionsv1.CustomResourceDefinition)
+		if !ok || crd.Name != "rdmapools.rdma.dra.io" {
+			t.Errorf("got %T %v, want the CustomResourceDefinition rdmapools.rdma.dra.io", objs[0].obj, objs[0].obj)
+		}
+	})
 }
 
 func TestDecodeRejectsBadManifests(t *testing.T) {

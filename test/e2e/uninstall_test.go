@@ -39,37 +39,44 @@ func TestUninstallLeavesNothing(t *testing.T) {
 		}
 	})
 	framework.Eventually(t, ctx, 2*time.Minute, time.Second, "nothing of the driver left on the node", func(ctx context.Context) error {
-		pods, err := env.Client.CoreV1().Pods(framework.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=kubelet-plugin"})
-		if err != nil {
-			return err
-		}
-		if len(pods.Items) > 0 {
-			return fmt.Errorf("%d plugin pods left", len(pods.Items))
-		}
-		if specs, _ := env.CDISpecs(); len(specs) > 0 {
-			return fmt.Errorf("CDI specs left: %v", specs)
-		}
-		if entries, err := os.ReadDir(env.PluginDataDir()); err == nil && len(entries) > 0 {
-			var names []string
-			for _, e := range entries {
-				names = append(names, e.Name())
-			}
-			return fmt.Errorf("files left in %s: %v", env.PluginDataDir(), names)
-		}
-		if entries, err := os.ReadDir(env.DeviceMetadataDir()); err == nil && len(entries) > 0 {
-			return fmt.Errorf("device metadata left in %s: %d claims", env.DeviceMetadataDir(), len(entries))
-		}
-		if _, err := statFile(hook); err == nil {
-			return fmt.Errorf("hook left: %s", hook)
-		}
-		slices, err := env.Client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.driver=" + framework.DriverName})
-		if err != nil {
-			return err
-		}
-		if len(slices.Items) > 0 {
-			return fmt.Errorf("%d ResourceSlices of the driver left", len(slices.Items))
-		}
-		return nil
+		return driverLeftovers(ctx, hook)
 	})
 	t.Log("uninstalled without leftovers")
+}
+
+// driverLeftovers names what of an uninstalled driver is still on the node or in the API:
+// plugin pods, CDI specs, files in its data and device metadata directories, the hook
+// file, ResourceSlices.
+func driverLeftovers(ctx context.Context, hook string) error {
+	pods, err := env.Client.CoreV1().Pods(framework.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=kubelet-plugin"})
+	if err != nil {
+		return err
+	}
+	if len(pods.Items) > 0 {
+		return fmt.Errorf("%d plugin pods left", len(pods.Items))
+	}
+	if specs, _ := env.CDISpecs(); len(specs) > 0 {
+		return fmt.Errorf("CDI specs left: %v", specs)
+	}
+	if entries, err := os.ReadDir(env.PluginDataDir()); err == nil && len(entries) > 0 {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		return fmt.Errorf("files left in %s: %v", env.PluginDataDir(), names)
+	}
+	if entries, err := os.ReadDir(env.DeviceMetadataDir()); err == nil && len(entries) > 0 {
+		return fmt.Errorf("device metadata left in %s: %d claims", env.DeviceMetadataDir(), len(entries))
+	}
+	if _, err := statFile(hook); err == nil {
+		return fmt.Errorf("hook left: %s", hook)
+	}
+	slices, err := env.Client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.driver=" + framework.DriverName})
+	if err != nil {
+		return err
+	}
+	if len(slices.Items) > 0 {
+		return fmt.Errorf("%d ResourceSlices of the driver left", len(slices.Items))
+	}
+	return nil
 }

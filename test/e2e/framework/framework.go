@@ -112,11 +112,7 @@ func (e *Env) ValuesFile() string {
 
 // Helm runs the repository's helm against the cluster.
 func (e *Env) Helm(ctx context.Context, args ...string) (string, error) {
-	helm := os.Getenv("HELM")
-	if helm == "" {
-		helm = filepath.Join(e.Repo, "_output", "bin", "helm")
-	}
-	return e.run(ctx, helm, append(args, "--kubeconfig", e.Kubeconfig)...)
+	return e.run(ctx, e.helmPath(), append(args, "--kubeconfig", e.Kubeconfig)...)
 }
 
 // Kubectl runs the cluster's kubectl.
