@@ -4,8 +4,8 @@
 #   demo/kind/up.sh            create everything (idempotent: an existing cluster is reused)
 #   demo/kind/up.sh down       delete the cluster
 #
-# Needs kind, kubectl, and docker or podman (CONTAINER_TOOL=podman, which also sets
-# KIND_EXPERIMENTAL_PROVIDER). Writing character devices needs root: the script uses sudo
+# Needs Go (the version in go.mod), make, git, kind, kubectl, and docker or podman
+# (CONTAINER_TOOL=podman, which also sets KIND_EXPERIMENTAL_PROVIDER). Writing character devices needs root: the script uses sudo
 # for that one step when it is not root.
 set -euo pipefail
 
@@ -30,8 +30,8 @@ if [ "${1:-}" = down ]; then
 	exit 0
 fi
 
-for cmd in kind kubectl "$tool"; do
-	command -v "$cmd" >/dev/null || { echo "up.sh: $cmd not found" >&2; exit 1; }
+for cmd in go make git kind kubectl "$tool"; do
+	command -v "$cmd" >/dev/null || { echo "up.sh: $cmd not found (needed: go $(sed -n 's/^go //p' go.mod)+, make, git, kind, kubectl, $tool)" >&2; exit 1; }
 done
 
 log "building the binaries and helm"
@@ -41,9 +41,10 @@ make "$bin/helm"
 log "writing the mock node ($profile) to $mock_dir"
 sudo=""
 [ "$(id -u)" = 0 ] || sudo=sudo
-$sudo rm -rf "$mock_dir"
-mkdir -p "$(dirname "$mock_dir")"
-$sudo "$bin/rdma-dra" mock-node --profile "$profile" --out "$mock_dir" --mknod
+# Replace the tree inside the directory, never the directory itself: a running kind node
+# bind-mounts it, and a new directory in its place would leave the node an empty view.
+mkdir -p "$mock_dir"
+$sudo "$bin/rdma-dra" mock-node --profile "$profile" --out "$mock_dir" --mknod --force
 
 log "building the images"
 "$tool" build -f Containerfile -t "$image_repo:$image_tag" \
