@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -440,5 +441,91 @@ func TestShellPatternSchema(t *testing.T) {
 	gen("")
 	if len(mismatches) > 0 {
 		t.Errorf("%d strings where the schema and the plugin disagree, e.g. %v", len(mismatches), mismatches[:min(len(mismatches), 10)])
+	}
+}
+
+// valuesDoc returns the comment of nodeConfig in values.yaml, without the comment marks.
+func valuesDoc(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(valuesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(data), "# -- Node configuration of the plugin")
+	if !ok {
+		t.Fatalf("%s: no comment on nodeConfig", valuesFile)
+	}
+	comment, _, ok := strings.Cut(rest, "\nnodeConfig:")
+	if !ok {
+		t.Fatalf("%s: no nodeConfig after its comment", valuesFile)
+	}
+	var b strings.Builder
+	for l := range strings.Lines(comment) {
+		l = strings.TrimPrefix(l, "#")
+		b.WriteString(strings.TrimPrefix(l, " "))
+	}
+	return b.String()
+}
+
+// TestNodeConfigValuesDoc checks the comment on nodeConfig in values.yaml: it names every
+// key of the node configuration and every spelling of a link type, and its example passes
+// both the chart's schema and the plugin.
+func TestNodeConfigValuesDoc(t *testing.T) {
+	doc := valuesDoc(t)
+	var keys []string
+	var collect func(typ reflect.Type)
+	collect = func(typ reflect.Type) {
+		switch typ.Kind() {
+		case reflect.Slice:
+			collect(typ.Elem())
+		case reflect.Struct:
+			for i := range typ.NumField() {
+				name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+				if !slices.Contains(keys, name) {
+					keys = append(keys, name)
+				}
+				collect(typ.Field(i).Type)
+			}
+		}
+	}
+	collect(reflect.TypeFor[nodeconfig.Config]())
+	for _, k := range keys {
+		if !regexp.MustCompile(`\b` + k + `\b`).MatchString(doc) {
+			t.Errorf("%s does not name the nodeConfig key %s", valuesFile, k)
+		}
+	}
+
+	m := regexp.MustCompile(`linkTypes \(([^)]*)\)`).FindStringSubmatch(doc)
+	if m == nil {
+		t.Fatalf("%s does not list the link types as linkTypes (...)", valuesFile)
+	}
+	got := regexp.MustCompile(`[A-Za-z]+`).FindAllString(m[1], -1)
+	var want []string
+	for _, lt := range v1alpha1.LinkTypes {
+		want = append(want, string(lt))
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("%s lists the link types %v, v1alpha1.LinkTypes are %v", valuesFile, got, want)
+	}
+
+	_, example, ok := strings.Cut(doc, "Example:\n")
+	if !ok {
+		t.Fatalf("%s: no example of nodeConfig", valuesFile)
+	}
+	var parsed struct {
+		NodeConfig map[string]any `json:"nodeConfig"`
+	}
+	if err := yaml.UnmarshalStrict([]byte(example), &parsed); err != nil || len(parsed.NodeConfig) == 0 {
+		t.Fatalf("the example in %s does not parse as values with a nodeConfig: %v\n%s", valuesFile, err, example)
+	}
+	values := chartValues(t)
+	values["nodeConfig"] = parsed.NodeConfig
+	if err := chartSchema(t, "").Validate(values); err != nil {
+		t.Errorf("the chart's schema refuses the example: %v", err)
+	}
+	if err := loadAsPlugin(t, parsed.NodeConfig); err != nil {
+		t.Errorf("the plugin refuses the example: %v", err)
 	}
 }
