@@ -21,7 +21,7 @@ manifests: $(HELM_DEP) ## render the chart into deployments/static
 .PHONY: manifests-check
 manifests-check: $(HELM_DEP) ## helm lint the chart and fail if deployments/static is stale
 	$(HELM) lint --strict --kube-version $(HELM_KUBE_VERSION) $(CHART_DIR)
-	$(HELM) lint --strict --kube-version $(HELM_KUBE_VERSION) $(CHART_DIR) --set mock.enabled=true --set nodeConfig.example=true \
+	$(HELM) lint --strict --kube-version $(HELM_KUBE_VERSION) $(CHART_DIR) --set mock.enabled=true --set nodeConfig.shares=8 \
 		--set metrics.serviceMonitor.enabled=true --set rbac.claimDeviceStatus=false
 	$(HELM) lint --strict --kube-version $(HELM_KUBE_VERSION) $(CHART_DIR) --set metrics.serviceMonitor.enabled=true \
 		--set metrics.secure=true --set metrics.tls.secretName=metrics-tls --set controller.metricsSecure=true

@@ -105,7 +105,8 @@ type Selector struct {
 	IBDevs []string `json:"ibdevs,omitempty"`
 	// IfNames are the ports' netdev names or shell patterns: "ibp*", "bond0".
 	IfNames []string `json:"ifNames,omitempty"`
-	// LinkTypes are link layers: "InfiniBand" or "Ethernet" (any case).
+	// LinkTypes are link layers, spelled as in an RdmaPool (v1alpha1.LinkTypes):
+	// InfiniBand, infiniband, IB, ib; Ethernet, ethernet, ETH, eth, ether.
 	LinkTypes []string `json:"linkTypes,omitempty"`
 	// PCIAddresses are PCI bus IDs or shell patterns: "0000:03:00.0", "0000:1a:*".
 	PCIAddresses []string `json:"pciAddresses,omitempty"`
@@ -120,8 +121,8 @@ func Default() Config {
 }
 
 // SetDefaults fills the fields left empty and normalizes the spelling of selector
-// entries (hex IDs lower case without 0x, link types as the kernel writes them), so
-// that matching is a plain comparison. It is idempotent.
+// entries (hex IDs lower case without 0x, link types as the kernel writes them:
+// InfiniBand or Ethernet), so that matching is a plain comparison. It is idempotent.
 func (c *Config) SetDefaults() {
 	if c.Version == "" {
 		c.Version = Version

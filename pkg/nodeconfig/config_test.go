@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 )
 
@@ -41,7 +42,7 @@ legacy:
 include:
 - vendors: ["0x15B3"]
   deviceIDs: ["1021", "0X101D"]
-  linkTypes: [infiniband, ETHERNET]
+  linkTypes: [infiniband, ETH]
 exclude:
 - ibdevs: ["mlx5_bond_*"]
   ifNames: [bond0]
@@ -190,22 +191,54 @@ func TestSelects(t *testing.T) {
 }
 
 func TestSetDefaultsIdempotent(t *testing.T) {
-	c, err := Parse([]byte("include: [{vendors: ['0x15B3'], linkTypes: [ib]}]"))
-	if err == nil {
-		t.Fatalf("link type ib accepted: %+v", c)
-	}
-	c, err = Parse([]byte("modes: exclusive\ninclude: [{vendors: ['0x15B3']}]"))
+	c, err := Parse([]byte("modes: exclusive\ninclude: [{vendors: ['0x15B3'], linkTypes: [ib]}]"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	again := c
-	again.Include = []Selector{{Vendors: append([]string(nil), c.Include[0].Vendors...)}}
+	again.Include = []Selector{{Vendors: append([]string(nil), c.Include[0].Vendors...),
+		LinkTypes: append([]string(nil), c.Include[0].LinkTypes...)}}
 	again.SetDefaults()
 	if diff := cmp.Diff(c, again); diff != "" {
 		t.Errorf("second SetDefaults changed the config (-first +second):\n%s", diff)
 	}
 	if errs := again.Validate(); len(errs) > 0 {
 		t.Errorf("defaulted config invalid: %v", errs)
+	}
+}
+
+// TestLinkTypes checks that a node configuration takes exactly the link type spellings
+// of an RdmaPool, and spells them as the kernel does.
+func TestLinkTypes(t *testing.T) {
+	for _, lt := range v1alpha1.LinkTypes {
+		t.Run(string(lt), func(t *testing.T) {
+			want, ok := lt.LinkLayer()
+			if !ok {
+				t.Fatalf("v1alpha1.LinkTypes entry %q has no link layer", lt)
+			}
+			c, err := Parse([]byte("exclude: [{linkTypes: [" + string(lt) + "]}]"))
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if got := c.Exclude[0].LinkTypes; len(got) != 1 || got[0] != want {
+				t.Errorf("linkTypes %q normalized to %v, want [%s]", lt, got, want)
+			}
+		})
+	}
+	// Spellings an RdmaPool refuses (the CRD's enum) are refused here too, with the
+	// path of the entry and the accepted spellings.
+	for _, bad := range []string{"ETHERNET", "INFINIBAND", "Infiniband", "Ib", "Eth", "ETHER", "RoCE", "iWARP", `""`} {
+		t.Run("refused "+bad, func(t *testing.T) {
+			_, err := Parse([]byte("include: [{vendors: [15b3]}, {linkTypes: [Ethernet, " + bad + "]}]"))
+			if err == nil {
+				t.Fatalf("link type %s accepted", bad)
+			}
+			for _, want := range []string{"include[1].linkTypes[1]: Unsupported value", `"InfiniBand"`, `"ether"`} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not contain %q", err, want)
+				}
+			}
+		})
 	}
 }
 

@@ -2,8 +2,12 @@ package nodeconfig
 
 import (
 	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
 )
 
 // TestDocExample parses the example of docs/device-model.md, so that the documented
@@ -27,5 +31,51 @@ func TestDocExample(t *testing.T) {
 	}
 	if c.Shares != 32 || c.Legacy.Shares != 8 || len(c.Include) != 1 || len(c.Exclude) != 1 {
 		t.Errorf("example parsed as %+v", c)
+	}
+}
+
+// TestDocLinkTypes checks that the docs that list the spellings of a link type (the node
+// configuration's selector table, the RdmaPool example) list exactly v1alpha1.LinkTypes,
+// which both the node configuration and RdmaPools accept.
+func TestDocLinkTypes(t *testing.T) {
+	var want []string
+	for _, lt := range v1alpha1.LinkTypes {
+		want = append(want, string(lt))
+	}
+	slices.Sort(want)
+	for _, tc := range []struct {
+		file, linePrefix string
+		list             *regexp.Regexp // its first group is the part of the line with the spellings
+		spelling         *regexp.Regexp // its last group is one spelling
+	}{
+		{file: "device-model.md", linePrefix: "| `linkTypes` | link layer | ",
+			list: regexp.MustCompile(`^([^.]*)\.`), spelling: regexp.MustCompile("`([^`]+)`")},
+		{file: "controller.md", linePrefix: "    linkTypes: ",
+			list: regexp.MustCompile(`# (.*)$`), spelling: regexp.MustCompile(`[A-Za-z]+`)},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			data, err := os.ReadFile("../../docs/" + tc.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var m []string
+			for l := range strings.Lines(string(data)) {
+				if rest, ok := strings.CutPrefix(l, tc.linePrefix); ok {
+					m = tc.list.FindStringSubmatch(strings.TrimSuffix(rest, "\n"))
+					break
+				}
+			}
+			if m == nil {
+				t.Fatalf("docs/%s lacks the line %q... that lists the link types", tc.file, tc.linePrefix)
+			}
+			var got []string
+			for _, s := range tc.spelling.FindAllStringSubmatch(m[1], -1) {
+				got = append(got, s[len(s)-1])
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, want) {
+				t.Errorf("docs/%s lists the link types %v, v1alpha1.LinkTypes are %v", tc.file, got, want)
+			}
+		})
 	}
 }

@@ -2,12 +2,12 @@ package nodeconfig
 
 import (
 	"fmt"
-	"strings"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
 	"github.com/rdma-dra/rdma-dra-driver/internal/selectorcheck"
-	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 )
 
 // Validate checks a defaulted configuration and reports every problem with its field
@@ -69,9 +69,8 @@ func (s *Selector) validate(fldPath *field.Path) field.ErrorList {
 	each("ifNames", s.IfNames, selectorcheck.Pattern)
 	each("pciAddresses", s.PCIAddresses, selectorcheck.Pattern)
 	for i, v := range s.LinkTypes {
-		if v != discovery.LinkLayerInfiniBand && v != discovery.LinkLayerEthernet {
-			errs = append(errs, field.NotSupported(fldPath.Child("linkTypes").Index(i), v,
-				[]string{discovery.LinkLayerInfiniBand, discovery.LinkLayerEthernet}))
+		if _, ok := linkLayer(v); !ok {
+			errs = append(errs, field.NotSupported(fldPath.Child("linkTypes").Index(i), v, v1alpha1.LinkTypes))
 		}
 	}
 	return errs
@@ -86,11 +85,20 @@ func (s *Selector) normalize() {
 		s.DeviceIDs[i] = selectorcheck.NormalizeHexID(v)
 	}
 	for i, v := range s.LinkTypes {
-		switch strings.ToLower(v) {
-		case strings.ToLower(discovery.LinkLayerInfiniBand):
-			s.LinkTypes[i] = discovery.LinkLayerInfiniBand
-		case strings.ToLower(discovery.LinkLayerEthernet):
-			s.LinkTypes[i] = discovery.LinkLayerEthernet
+		if l, ok := linkLayer(v); ok {
+			s.LinkTypes[i] = l
 		}
 	}
+}
+
+// linkLayer returns the link layer (discovery's InfiniBand or Ethernet) that a selector's
+// link type names. It takes exactly the spellings of an RdmaPool's linkTypes
+// (v1alpha1.LinkTypes, the CRD's enum), so that a link type written in a pool is also
+// valid in a node's configuration and the other way round.
+func linkLayer(v string) (string, bool) {
+	t := v1alpha1.LinkType(v)
+	if !slices.Contains(v1alpha1.LinkTypes, t) {
+		return "", false
+	}
+	return t.LinkLayer()
 }
