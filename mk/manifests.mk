@@ -2,6 +2,8 @@
 
 HELM_VERSION ?= v3.22.0
 HELM ?= $(BIN_DIR)/helm
+HELM_DOCS_VERSION ?= v1.14.2
+HELM_DOCS ?= $(BIN_DIR)/helm-docs
 # The Kubernetes version helm renders and lints for (a go-installed helm defaults to 1.20).
 HELM_KUBE_VERSION ?= 1.37.0
 CHART_DIR := deployments/helm/rdma-dra-driver
@@ -14,12 +16,20 @@ $(BIN_DIR)/helm:
 	@mkdir -p $(BIN_DIR)
 	GOBIN=$(abspath $(BIN_DIR)) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 
+# The chart's README is generated from values.yaml's "# --" comments by helm-docs.
+$(BIN_DIR)/helm-docs:
+	@mkdir -p $(BIN_DIR)
+	GOBIN=$(abspath $(BIN_DIR)) $(GO) install github.com/norwoodj/helm-docs/cmd/helm-docs@$(HELM_DOCS_VERSION)
+
+HELM_DOCS_ARGS = --chart-search-root $(dir $(CHART_DIR)) --sort-values-order file --skip-version-footer --log-level warning
+
 .PHONY: manifests
-manifests: $(HELM_DEP) ## render the chart into deployments/static
+manifests: $(HELM_DEP) $(filter $(BIN_DIR)/helm-docs,$(HELM_DOCS)) ## render the chart into deployments/static, and its README from values.yaml
 	KUBE_VERSION=$(HELM_KUBE_VERSION) hack/render-manifests.sh $(HELM) $(STATIC_DIR)
+	$(HELM_DOCS) $(HELM_DOCS_ARGS)
 
 .PHONY: manifests-check
-manifests-check: $(HELM_DEP) ## helm lint the chart and fail if deployments/static is stale
+manifests-check: $(HELM_DEP) $(filter $(BIN_DIR)/helm-docs,$(HELM_DOCS)) ## helm lint the chart and fail if deployments/static or the chart's README is stale
 	$(HELM) lint --strict --kube-version $(HELM_KUBE_VERSION) $(CHART_DIR)
 	$(HELM) lint --strict --kube-version $(HELM_KUBE_VERSION) $(CHART_DIR) --set mock.enabled=true --set nodeConfig.shares=8 \
 		--set metrics.serviceMonitor.enabled=true --set rbac.claimDeviceStatus=false
@@ -30,6 +40,8 @@ manifests-check: $(HELM_DEP) ## helm lint the chart and fail if deployments/stat
 	  if ! diff -ru $(STATIC_DIR) "$$tmp"; then \
 	    echo "deployments/static is stale: run make manifests and commit the result" >&2; exit 1; \
 	  fi
+	@$(HELM_DOCS) $(HELM_DOCS_ARGS) --dry-run | diff -u $(CHART_DIR)/README.md - || { \
+	  echo "$(CHART_DIR)/README.md is stale: run make manifests and commit the result" >&2; exit 1; }
 
 .PHONY: image-layout
 image-layout: ## print the image's final-stage file layout (from the Containerfile)
