@@ -356,14 +356,28 @@ func validHexID(v string) bool {
 	return len(n) == 4 && strings.Trim(n, "0123456789abcdef") == ""
 }
 
+// pluginLinkLayer reads a device plugin's link type, whatever its case (an RdmaPool
+// takes only the spellings of v1alpha1.LinkTypes).
+func pluginLinkLayer(v string) (string, bool) {
+	return v1alpha1.LinkType(strings.ToLower(v)).LinkLayer()
+}
+
 func validLinkType(v string) bool {
-	_, ok := v1alpha1.LinkType(v).LinkLayer()
+	_, ok := pluginLinkLayer(v)
 	return ok
 }
 
+// toLinkTypes keeps each link type as the device plugin spelled it when an RdmaPool takes
+// that spelling, and writes the link layer's own name (InfiniBand, Ethernet) for the
+// others ("Infiniband", "ETHER"), which the API server would refuse.
 func toLinkTypes(in []string) []v1alpha1.LinkType {
 	var out []v1alpha1.LinkType
 	for _, t := range in {
+		if _, ok := v1alpha1.LinkType(t).LinkLayer(); !ok {
+			if l, ok := pluginLinkLayer(t); ok {
+				t = l
+			}
+		}
 		out = append(out, v1alpha1.LinkType(t))
 	}
 	return out

@@ -281,3 +281,22 @@ func TestUnknownFieldsAllReported(t *testing.T) {
 		}
 	}
 }
+
+// TestLinkTypesAsThePoolTakesThem: a device plugin's link type in a case an RdmaPool
+// refuses is written as the link layer's own name; one the pool takes stays as it was.
+func TestLinkTypesAsThePoolTakesThem(t *testing.T) {
+	res, err := FromSharedDevicePlugin([]byte(`{"configList":[{"resourceName":"a","selectors":{"vendors":["15b3"],"linkTypes":["Infiniband","ETHER","eth"]}}]}`), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Problems) > 0 || len(res.Pools) != 1 {
+		t.Fatalf("problems %v, %d pools; want none and 1", res.Problems, len(res.Pools))
+	}
+	want := []v1alpha1.LinkType{"InfiniBand", "Ethernet", "eth"}
+	if got := res.Pools[0].Spec.Selectors.LinkTypes; !slices.Equal(got, want) {
+		t.Errorf("linkTypes %q, want %q", got, want)
+	}
+	if errs := res.Pools[0].Validate(); len(errs) > 0 {
+		t.Errorf("the pool is invalid: %v", errs.ToAggregate())
+	}
+}

@@ -58,6 +58,7 @@ func TestPoolValidate(t *testing.T) {
 		{"non-ASCII", func(p *RdmaPool) { p.Spec.Selectors.IBDevs = []string{"mlx5_é"} }, "must be printable ASCII"},
 		{"empty value", func(p *RdmaPool) { p.Spec.Selectors.Drivers = []string{""} }, "spec.selectors.drivers[0]: Required value"},
 		{"bad link type", func(p *RdmaPool) { p.Spec.Selectors.LinkTypes = []LinkType{"fddi"} }, "spec.selectors.linkTypes[0]: Unsupported value"},
+		{"link type in a case the CRD refuses", func(p *RdmaPool) { p.Spec.Selectors.LinkTypes = []LinkType{"Infiniband"} }, "spec.selectors.linkTypes[0]: Unsupported value"},
 		{"extended resource without domain", func(p *RdmaPool) { p.Spec.ExtendedResourceName = new("hca") }, "must be <domain>/<name>"},
 		{"extended resource of kubernetes.io", func(p *RdmaPool) { p.Spec.ExtendedResourceName = new("kubernetes.io/hca") }, "kubernetes.io domain"},
 		{"long CEL", func(p *RdmaPool) { p.Spec.CEL = strings.Repeat("x", MaxCELLength+1) }, "spec.cel: Too long"},
@@ -109,4 +110,24 @@ func sharedMemory(a, b reflect.Value, path string) []string {
 		}
 	}
 	return out
+}
+
+// TestLinkLayer: every spelling of LinkTypes names its link layer, and nothing else does,
+// not even another case of one of them (the CRD's enum refuses those).
+func TestLinkLayer(t *testing.T) {
+	want := map[LinkType]string{"InfiniBand": "InfiniBand", "infiniband": "InfiniBand", "IB": "InfiniBand", "ib": "InfiniBand",
+		"Ethernet": "Ethernet", "ethernet": "Ethernet", "ETH": "Ethernet", "eth": "Ethernet", "ether": "Ethernet"}
+	if len(want) != len(LinkTypes) {
+		t.Fatalf("LinkTypes has %d spellings, the test knows %d: %v", len(LinkTypes), len(want), LinkTypes)
+	}
+	for _, lt := range LinkTypes {
+		if got, ok := lt.LinkLayer(); !ok || got != want[lt] {
+			t.Errorf("%q.LinkLayer() = %q, %v; want %q", lt, got, ok, want[lt])
+		}
+	}
+	for _, lt := range []LinkType{"", "Infiniband", "INFINIBAND", "Ib", "iB", "ETHERNET", "Eth", "Ether", "ETHER", "roce", " ib"} {
+		if got, ok := lt.LinkLayer(); ok {
+			t.Errorf("%q.LinkLayer() = %q, true; want refused", lt, got)
+		}
+	}
 }

@@ -15,12 +15,14 @@ import (
 var LinkTypes = []LinkType{"InfiniBand", "Ethernet", "infiniband", "ethernet", "IB", "ETH", "ib", "eth", "ether"}
 
 // LinkLayer returns the kernel's name of the link layer t names, InfiniBand or Ethernet
-// (the values of the rdma.dra.io/link_layer attribute), and false for anything else.
+// (the values of the rdma.dra.io/link_layer attribute), and false for anything else. It
+// takes exactly the spellings of LinkTypes, as the CRD's enum does, so that the webhook,
+// the controller and the node configuration accept what the API server accepts.
 func (t LinkType) LinkLayer() (string, bool) {
-	switch strings.ToLower(string(t)) {
-	case "infiniband", "ib":
+	switch t {
+	case "InfiniBand", "infiniband", "IB", "ib":
 		return "InfiniBand", true
-	case "ethernet", "eth", "ether":
+	case "Ethernet", "ethernet", "ETH", "eth", "ether":
 		return "Ethernet", true
 	}
 	return "", false
