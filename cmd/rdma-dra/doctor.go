@@ -1,10 +1,16 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/rdma-dra/rdma-dra-driver/internal/cliflags"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/doctor"
@@ -16,6 +22,9 @@ type doctorConfig struct {
 	CDIDirs          string
 	Output           string
 	WarningsAsErrors bool
+	Kubeconfig       string
+	Node             string
+	NoCluster        bool
 }
 
 func doctorCommand() *cli.Command {
@@ -26,9 +35,12 @@ func doctorCommand() *cli.Command {
 		Usage: "check this node's prerequisites for the driver and explain each finding",
 		Description: "One line per check, OK, WARN, FAIL or SKIP, with what was found and, for WARN and FAIL, the fix:\n" +
 			"kernel modules, RDMA devices and their character devices, port states, the RDMA netns mode,\n" +
-			"RoCE GIDs, GPUDirect RDMA, and the container runtime's CDI, NRI and memlock settings. It only\n" +
-			"reads, and only this node: nothing is asked of the API server. Exit status 1 when a check\n" +
-			"fails (with --warnings-as-errors also when one warns). docs/cli.md lists the checks.",
+			"RoCE GIDs, GPUDirect RDMA, and the container runtime's CDI, NRI and memlock settings. With a\n" +
+			"kubeconfig (--kubeconfig, KUBECONFIG, ~/.kube/config, or the pod's service account) also the\n" +
+			"cluster: the API server's and this node's kubelet's versions, the DRA API, and the device model\n" +
+			"the plugin will publish (a dry-run create of the node's ResourceSlices: nothing is stored).\n" +
+			"It changes nothing. Exit status 1 when a check fails (with --warnings-as-errors also when one\n" +
+			"warns). docs/cli.md lists the checks.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "sysfs-root", Usage: "directory to read sysfs from, e.g. `DIR`/sys of a mock node", Value: h.SysfsRoot, Destination: &h.SysfsRoot, EnvVars: []string{"SYSFS_ROOT"}, TakesFile: true},
 			&cli.StringFlag{Name: "dev-root", Usage: "the host's /dev, where infiniband/uverbsN and rdma_cm are", Value: h.DevRoot, Destination: &h.DevRoot, EnvVars: []string{"DEV_ROOT"}, TakesFile: true},
@@ -37,6 +49,9 @@ func doctorCommand() *cli.Command {
 			&cli.StringFlag{Name: "crio-config", Usage: "CRI-O's config `FILE`; FILE.d is read after it", Value: h.CRIOConfig, Destination: &h.CRIOConfig, EnvVars: []string{"CRIO_CONFIG"}, TakesFile: true},
 			&cli.StringFlag{Name: "cdi-dirs", Usage: "comma-separated CDI spec directories the driver needs: the runtime must scan each, each must be writable", Value: strings.Join(doctor.DefaultCDIDirs, ","), Destination: &cfg.CDIDirs, EnvVars: []string{"CDI_DIRS"}},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "output format: table, json or yaml", Value: outputTable, Destination: &cfg.Output, EnvVars: []string{"OUTPUT"}},
+			&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig `FILE` for the cluster checks (default: KUBECONFIG, ~/.kube/config, or the pod's service account)", Destination: &cfg.Kubeconfig, EnvVars: []string{"KUBECONFIG"}, TakesFile: true},
+			&cli.StringFlag{Name: "node", Usage: "this node's name in the cluster (default: the host name)", Destination: &cfg.Node, EnvVars: []string{"NODE_NAME"}},
+			&cli.BoolFlag{Name: "no-cluster", Usage: "check this node only, ask nothing of the API server", Destination: &cfg.NoCluster, EnvVars: []string{"NO_CLUSTER"}},
 			&cli.BoolFlag{Name: "warnings-as-errors", Usage: "exit with status 1 when a check warns, not only when one fails", Destination: &cfg.WarningsAsErrors, EnvVars: []string{"WARNINGS_AS_ERRORS"}},
 		},
 		Action: func(c *cli.Context) error {
@@ -62,7 +77,22 @@ func runDoctor(c *cli.Context, cfg *doctorConfig) error {
 		}
 	}
 	h.UseNetlink = isLiveRoot(h.SysfsRoot)
+	var notChecked []doctor.Result
+	if cfg.NoCluster {
+		notChecked = append(notChecked, doctor.ClusterNotChecked("not checked (--no-cluster)"))
+	} else {
+		cluster, why, err := doctorCluster(cfg.Kubeconfig, cfg.Node)
+		if err != nil {
+			return err
+		}
+		if cluster == nil {
+			notChecked = append(notChecked, doctor.ClusterNotChecked(why))
+		}
+		h.Cluster = cluster
+	}
 	results := doctor.Run(c.Context, h)
+	// In the cluster checks' place, before the ibdev2netdev listing.
+	results = append(results[:len(results)-1], append(notChecked, results[len(results)-1])...)
 
 	w := c.App.Writer
 	if cfg.Output == outputTable {
@@ -90,4 +120,35 @@ func runDoctor(c *cli.Context, cfg *doctorConfig) error {
 		return fmt.Errorf("%d of %d checks warned (--warnings-as-errors): %s", len(warned), len(results), strings.Join(warned, ", "))
 	}
 	return nil
+}
+
+// doctorCluster connects to the cluster for the doctor's cluster checks: the kubeconfig
+// file if given, else KUBECONFIG or ~/.kube/config, else the pod's service account.
+// Without any of them it returns nil and why; a kubeconfig that cannot be loaded is an
+// error that names it.
+func doctorCluster(kubeconfig, node string) (*doctor.Cluster, string, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if clientcmd.IsEmptyConfig(err) && kubeconfig == "" {
+		cfg, err = rest.InClusterConfig()
+		if errors.Is(err, rest.ErrNotInCluster) {
+			return nil, "not checked: no kubeconfig (--kubeconfig, KUBECONFIG, ~/.kube/config) and not in a pod", nil
+		}
+	}
+	if err != nil {
+		return nil, "", cliflags.Usagef("cluster checks: load the kubeconfig: %v (--no-cluster checks this node only)", err)
+	}
+	// A preflight must not hang on an unreachable API server.
+	cfg.Timeout = 15 * time.Second
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, "", fmt.Errorf("cluster checks: client: %w", err)
+	}
+	if node == "" {
+		if node, err = os.Hostname(); err != nil {
+			return nil, "", fmt.Errorf("cluster checks: this node's name: %w (pass --node)", err)
+		}
+	}
+	return &doctor.Cluster{Client: client, Node: node}, "", nil
 }

@@ -15,7 +15,8 @@ import (
 )
 
 // doctorArgs runs doctor on the mock node below root with an empty /proc, no runtime
-// configs and one CDI directory, so that nothing of the machine the test runs on leaks in.
+// configs, one CDI directory and no cluster, so that nothing of the machine the test runs
+// on leaks in.
 func doctorArgs(t *testing.T, root string, more ...string) []string {
 	t.Helper()
 	dir := t.TempDir()
@@ -26,7 +27,7 @@ func doctorArgs(t *testing.T, root string, more ...string) []string {
 	}
 	return append([]string{"doctor", "--sysfs-root", root, "--dev-root", filepath.Join(dir, "dev"),
 		"--proc-root", filepath.Join(dir, "proc"), "--containerd-config", filepath.Join(dir, "containerd.toml"),
-		"--crio-config", filepath.Join(dir, "crio.conf"), "--cdi-dirs", filepath.Join(dir, "cdi")}, more...)
+		"--crio-config", filepath.Join(dir, "crio.conf"), "--cdi-dirs", filepath.Join(dir, "cdi"), "--no-cluster"}, more...)
 }
 
 // TestDoctorExitStatus: a failed check is exit status 1 with the failed checks named on
@@ -37,10 +38,10 @@ func TestDoctorExitStatus(t *testing.T) {
 	if code != 1 {
 		t.Errorf("exit status %d, want 1\n%s%s", code, stdout, stderr)
 	}
-	if want := "rdma-dra: 1 of 11 checks failed: char-devices\n"; stderr != want {
+	if want := "rdma-dra: 1 of 12 checks failed: char-devices\n"; stderr != want {
 		t.Errorf("stderr %q, want %q", stderr, want)
 	}
-	for _, s := range []string{"FAIL  char-devices ", "SKIP  container-runtime ", "\n11 checks: 8 OK, 0 WARN, 1 FAIL, 2 SKIP\n"} {
+	for _, s := range []string{"FAIL  char-devices ", "SKIP  container-runtime ", "SKIP  cluster            not checked (--no-cluster)\n", "\n12 checks: 8 OK, 0 WARN, 1 FAIL, 3 SKIP\n"} {
 		if !strings.Contains(stdout, s) {
 			t.Errorf("stdout lacks %q:\n%s", s, stdout)
 		}
@@ -140,5 +141,26 @@ func TestDoctorFlags(t *testing.T) {
 	t.Setenv("RDMA_DRA_WARNINGS_AS_ERRORS", "true")
 	if out, stderr, code := runApp(t, "", args...); code != 1 || !strings.Contains(stderr, "checks warned (--warnings-as-errors): rdma-netns") {
 		t.Errorf("warnings as errors: status %d, stderr %q\n%s", code, stderr, out)
+	}
+}
+
+// TestDoctorClusterAccess: without any kubeconfig and outside a pod the cluster checks are
+// one SKIP that says how to get them; a kubeconfig that cannot be loaded is a usage error
+// that names it.
+func TestDoctorClusterAccess(t *testing.T) {
+	root := writeProfile(t, "soft-roce", "Y")
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("KUBECONFIG", "")
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	args := doctorArgs(t, root)
+	args = args[:len(args)-1] // without --no-cluster
+	stdout, stderr, _ := runApp(t, "", args...)
+	if want := "SKIP  cluster            not checked: no kubeconfig (--kubeconfig, KUBECONFIG, ~/.kube/config) and not in a pod\n"; !strings.Contains(stdout, want) {
+		t.Errorf("stdout lacks %q:\n%s%s", want, stdout, stderr)
+	}
+	missing := filepath.Join(t.TempDir(), "kubeconfig")
+	_, stderr, code := runApp(t, "", append(args, "--kubeconfig", missing)...)
+	if code != 2 || !strings.Contains(stderr, "load the kubeconfig") || !strings.Contains(stderr, missing) {
+		t.Errorf("--kubeconfig %s: status %d, stderr %q; want 2 naming the file", missing, code, stderr)
 	}
 }

@@ -121,6 +121,10 @@ type Host struct {
 	Executable func(path string) (Executable, error)
 	// Writable reports whether the directory dir can be written, without writing.
 	Writable func(dir string) error
+
+	// Cluster, when set, adds the cluster checks: the API server's and this node's
+	// kubelet's versions, the DRA API, and the device model the plugin will publish.
+	Cluster *Cluster
 }
 
 // DefaultHost is the live node: /sys, /dev, /proc and the runtimes' default config files.
@@ -186,7 +190,8 @@ type env struct {
 }
 
 // Run runs every check against h and returns the results in a fixed order: kernel and
-// devices first, then the container runtimes, the ibdev2netdev listing last.
+// devices first, then the container runtimes, then the cluster (with h.Cluster), the
+// ibdev2netdev listing last.
 func Run(ctx context.Context, h Host) []Result {
 	h = h.withDefaults()
 	e := &env{h: h, logger: klog.FromContext(ctx)}
@@ -204,6 +209,9 @@ func Run(ctx context.Context, h Host) []Result {
 		out = append(out, check(e))
 	}
 	out = append(out, checkRuntimes(e)...)
+	if h.Cluster != nil {
+		out = append(out, runCluster(ctx, e, h.Cluster)...)
+	}
 	return append(out, checkIBDev2Netdev(e))
 }
 

@@ -10,16 +10,19 @@ import (
 )
 
 // TestDoctorOnTheNode runs `rdma-dra doctor` (built from the tree) on the local cluster's
-// node: the mock node's sysfs and device trees, and the real containerd that runs the
-// cluster's pods, found in /proc with its config file. Nothing may fail, and the checks
-// the driver cannot do without (modules, devices and their nodes, CDI and NRI of the
-// running containerd, the CDI directory) must be OK; warnings are logged.
+// node: the mock node's sysfs and device trees, the real containerd that runs the
+// cluster's pods, found in /proc with its config file, and the cluster through its
+// kubeconfig. Nothing may fail, and the checks the driver cannot do without (modules,
+// devices and their nodes, CDI and NRI of the running containerd, the CDI directory, the
+// API server's and the kubelet's versions, resource.k8s.io/v1, and the partitionable
+// device model, which the local cluster's 1.37 keeps) must be OK; warnings are logged.
 func TestDoctorOnTheNode(t *testing.T) {
 	ctx := framework.Context(t, 2*time.Minute)
 	containerdConfig := filepath.Join(env.Repo, "_output", "local-cluster", "config", "containerd.toml")
 	stdout, stderr, err := env.RdmaDra(ctx, "doctor", "-o", "json",
 		"--sysfs-root", env.Vars["LOCALCLUSTER_MOCK_SYS"], "--dev-root", env.Vars["LOCALCLUSTER_MOCK_DEV"],
-		"--containerd-config", containerdConfig, "--cdi-dirs", env.CDIDir())
+		"--containerd-config", containerdConfig, "--cdi-dirs", env.CDIDir(),
+		"--kubeconfig", env.Kubeconfig, "--node", env.Node)
 	if err != nil {
 		t.Fatalf("rdma-dra doctor: %v\n%s%s", err, stdout, stderr)
 	}
@@ -41,7 +44,8 @@ func TestDoctorOnTheNode(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"kernel-modules", "rdma-devices", "char-devices", "rdma-netns",
-		"container-runtime", "containerd-cdi", "cdi-spec-dirs", "containerd-nri", "ibdev2netdev"} {
+		"container-runtime", "containerd-cdi", "cdi-spec-dirs", "containerd-nri", "ibdev2netdev",
+		"kubernetes-version", "dra-api", "kubelet-version", "device-model"} {
 		if got[name] != "OK" {
 			t.Errorf("check %s: %q, want OK", name, got[name])
 		}
