@@ -200,7 +200,7 @@ func checkDeviceModel(ctx context.Context, e *env, c *Cluster) Result {
 		return r
 	}
 	r.Status = Warn
-	r.Found = fmt.Sprintf("legacy: the API server drops %s, so the plugin (deviceModel auto) publishes the legacy model: a fixed number of share devices per port, and exclusive and shared use of one port are not kept apart by the scheduler", strings.Join(dropped, ", "))
+	r.Found = fmt.Sprintf("legacy: the API server drops %s, so the plugin (deviceModel auto) publishes the legacy model: each port either whole (legacy.mode exclusive) or as a fixed number of single-share devices, one of the two per node", strings.Join(dropped, ", "))
 	r.Fix = "Enable the DRAPartitionableDevices and DRAConsumableCapacity feature gates on the API server, the scheduler and the kubelets (on by default from Kubernetes 1.36), or keep the legacy model (docs/device-model.md)."
 	return r
 }
