@@ -192,6 +192,7 @@ network:
 		{name: "open range", value: `{include: [{ifNames: ["[a-]"]}]}`, schemaAt: "/include/0/ifNames/0", pluginErr: "include[0].ifNames[0]"},
 		{name: "bad pool selector", value: "{network: {addressPools: [{subnet: 10.0.0.0/24, selector: {vendors: [zz]}}]}}", schemaAt: "/network/addressPools/0/selector/vendors/0", pluginErr: "network.addressPools[0].selector.vendors[0]"},
 		{name: "bad node pattern", value: "{network: {addressPools: [{subnet: 10.0.0.0/24, nodes: ['gpu-[']}]}}", schemaAt: "/network/addressPools/0/nodes/0", pluginErr: "network.addressPools[0].nodes[0]"},
+		{name: "empty node", value: "{network: {addressPools: [{subnet: 10.0.0.0/24, nodes: ['']}]}}", schemaAt: "/network/addressPools/0/nodes/0", pluginErr: "network.addressPools[0].nodes[0]: Required value"},
 
 		// Address pools.
 		{name: "pool without subnet", value: "{network: {addressPools: [{name: a}]}}", schemaAt: "/network/addressPools/0", pluginErr: "network.addressPools[0].subnet"},

@@ -90,6 +90,11 @@ func (c *Config) validateNetwork() field.ErrorList {
 		p := path.Index(i)
 		errs = append(errs, pool.Selector.validate(p.Child("selector"))...)
 		for j, n := range pool.Nodes {
+			if n == "" {
+				// It would match no node: the pool would silently serve nothing.
+				errs = append(errs, field.Required(p.Child("nodes").Index(j), "a node name or shell pattern; leave nodes out for every node"))
+				continue
+			}
 			if msg := selectorcheck.Pattern(n); msg != "" {
 				errs = append(errs, field.Invalid(p.Child("nodes").Index(j), n, msg))
 			}

@@ -23,6 +23,7 @@ func TestAddressPoolValidation(t *testing.T) {
 		{"too large", "- {subnet: '10.0.0.0/8', rangeEnd: 10.255.0.0}", "the range may hold at most 65536 addresses"},
 		{"overlap on one node", "- {name: a, subnet: 192.168.77.0/24}\n- {name: b, subnet: 192.168.77.0/25}", `network.addressPools[1]: Invalid value: "b": its range overlaps the range of pool a`},
 		{"bad node pattern", "- {nodes: ['gpu-['], subnet: 192.168.77.0/24}", `network.addressPools[0].nodes[0]: Invalid value: "gpu-["`},
+		{"empty node name", "- {nodes: [a, ''], subnet: 192.168.77.0/24}", `network.addressPools[0].nodes[1]: Required value: a node name or shell pattern; leave nodes out for every node`},
 		{"unknown field", "- {subnet: 192.168.77.0/24, gateway: 192.168.77.1}", `unknown field "network.addressPools[0].gateway"`},
 	}
 	for _, tc := range tests {
