@@ -2,7 +2,6 @@ package nodeconfig
 
 import (
 	"fmt"
-	"slices"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -69,7 +68,9 @@ func (s *Selector) validate(fldPath *field.Path) field.ErrorList {
 	each("ifNames", s.IfNames, selectorcheck.Pattern)
 	each("pciAddresses", s.PCIAddresses, selectorcheck.Pattern)
 	for i, v := range s.LinkTypes {
-		if _, ok := linkLayer(v); !ok {
+		// Exactly the spellings of an RdmaPool's linkTypes (the CRD's enum), so that a link
+		// type written in a pool is valid here and the other way round.
+		if _, ok := v1alpha1.LinkType(v).LinkLayer(); !ok {
 			errs = append(errs, field.NotSupported(fldPath.Child("linkTypes").Index(i), v, v1alpha1.LinkTypes))
 		}
 	}
@@ -85,20 +86,8 @@ func (s *Selector) normalize() {
 		s.DeviceIDs[i] = selectorcheck.NormalizeHexID(v)
 	}
 	for i, v := range s.LinkTypes {
-		if l, ok := linkLayer(v); ok {
+		if l, ok := v1alpha1.LinkType(v).LinkLayer(); ok {
 			s.LinkTypes[i] = l
 		}
 	}
-}
-
-// linkLayer returns the link layer (discovery's InfiniBand or Ethernet) that a selector's
-// link type names. It takes exactly the spellings of an RdmaPool's linkTypes
-// (v1alpha1.LinkTypes, the CRD's enum), so that a link type written in a pool is also
-// valid in a node's configuration and the other way round.
-func linkLayer(v string) (string, bool) {
-	t := v1alpha1.LinkType(v)
-	if !slices.Contains(v1alpha1.LinkTypes, t) {
-		return "", false
-	}
-	return t.LinkLayer()
 }
