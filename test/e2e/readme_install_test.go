@@ -39,22 +39,7 @@ func TestReadmeInstall(t *testing.T) {
 	hook := filepath.Join(env.HookInstallDir(), "rdma-dra-cdi-hook")
 
 	// The suite's installation goes, with its namespace: the README creates it.
-	if _, err := env.Helm(ctx, "uninstall", framework.Release, "--namespace", framework.Namespace, "--wait", "--timeout", "2m"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		if err := env.Install(ctx, shares); err != nil {
-			t.Errorf("reinstall: %v", err)
-		}
-	})
-	if _, err := env.Kubectl(ctx, "delete", "namespace", framework.Namespace, "--ignore-not-found", "--timeout=3m"); err != nil {
-		t.Fatal(err)
-	}
-	framework.Eventually(t, ctx, 2*time.Minute, time.Second, "the suite's installation removed", func(ctx context.Context) error {
-		return driverLeftovers(ctx, hook)
-	})
+	uninstallSuite(t, ctx, hook, true)
 
 	for _, way := range []string{"helm", "static"} {
 		t.Run(way, func(t *testing.T) {

@@ -28,9 +28,15 @@ func TestUninstallLeavesNothing(t *testing.T) {
 		t.Fatalf("the installed plugin has no hook file to clean up: %v", err)
 	}
 
-	if _, err := env.Helm(ctx, "uninstall", framework.Release, "--namespace", framework.Namespace, "--wait", "--timeout", "2m"); err != nil {
-		t.Fatal(err)
-	}
+	uninstallSuite(t, ctx, hook, false)
+	t.Log("uninstalled without leftovers")
+}
+
+// uninstallSuite uninstalls the suite's release (and with namespace also deletes its
+// namespace), puts the release back when the test ends, and waits until nothing of the
+// driver is left on the node (driverLeftovers).
+func uninstallSuite(t *testing.T, ctx context.Context, hook string, namespace bool) {
+	t.Helper()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
@@ -38,10 +44,17 @@ func TestUninstallLeavesNothing(t *testing.T) {
 			t.Errorf("reinstall: %v", err)
 		}
 	})
+	if _, err := env.Helm(ctx, "uninstall", framework.Release, "--namespace", framework.Namespace, "--wait", "--timeout", "2m"); err != nil {
+		t.Fatal(err)
+	}
+	if namespace {
+		if _, err := env.Kubectl(ctx, "delete", "namespace", framework.Namespace, "--ignore-not-found", "--timeout=3m"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	framework.Eventually(t, ctx, 2*time.Minute, time.Second, "nothing of the driver left on the node", func(ctx context.Context) error {
 		return driverLeftovers(ctx, hook)
 	})
-	t.Log("uninstalled without leftovers")
 }
 
 // driverLeftovers names what of an uninstalled driver is still on the node or in the API:

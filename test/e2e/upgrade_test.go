@@ -65,21 +65,8 @@ func TestUpgradeFromPrevious(t *testing.T) {
 	}
 	oldChart = filepath.Join(oldChart, "deployments", "helm", "rdma-dra-driver")
 
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		if err := env.Install(ctx, shares); err != nil {
-			t.Errorf("reinstall: %v", err)
-		}
-	})
 	// A fresh installation of the previous version, not a downgrade of this one.
-	if _, err := env.Helm(ctx, "uninstall", framework.Release, "--namespace", framework.Namespace, "--wait", "--timeout", "2m"); err != nil {
-		t.Fatal(err)
-	}
-	hook := filepath.Join(env.HookInstallDir(), "rdma-dra-cdi-hook")
-	framework.Eventually(t, ctx, 2*time.Minute, time.Second, "the suite's installation removed", func(ctx context.Context) error {
-		return driverLeftovers(ctx, hook)
-	})
+	uninstallSuite(t, ctx, filepath.Join(env.HookInstallDir(), "rdma-dra-cdi-hook"), false)
 	if _, err := env.Helm(ctx, "upgrade", "--install", framework.Release, oldChart, "--namespace", framework.Namespace,
 		"--values", env.ValuesFile(), "--values", env.E2EValuesFile(), "--set", "image.tag="+tag); err != nil {
 		t.Fatalf("install %s: %v", ref, err)
