@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	v1alpha1 "github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
@@ -22,9 +23,17 @@ var (
 	rdmaPoolsGVR     = v1alpha1.SchemeGroupVersion.WithResource(v1alpha1.RdmaPoolResource)
 )
 
+// restConfig loads a kubeconfig as kubectl does: the file if named, else KUBECONFIG, else
+// ~/.kube/config. clientcmd.IsEmptyConfig tells when there is none.
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfig
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+}
+
 // clusterClient connects with the kubeconfig file; migrate reads, never writes.
 func clusterClient(kubeconfig string) (dynamic.Interface, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	cfg, err := restConfig(kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("load kubeconfig: %w", err)
 	}

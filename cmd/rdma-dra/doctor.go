@@ -77,22 +77,15 @@ func runDoctor(c *cli.Context, cfg *doctorConfig) error {
 		}
 	}
 	h.UseNetlink = isLiveRoot(h.SysfsRoot)
-	var notChecked []doctor.Result
 	if cfg.NoCluster {
-		notChecked = append(notChecked, doctor.ClusterNotChecked("not checked (--no-cluster)"))
+		h.ClusterSkipped = "not checked (--no-cluster)"
 	} else {
-		cluster, why, err := doctorCluster(cfg.Kubeconfig, cfg.Node)
-		if err != nil {
+		var err error
+		if h.Cluster, h.ClusterSkipped, err = doctorCluster(cfg.Kubeconfig, cfg.Node); err != nil {
 			return err
 		}
-		if cluster == nil {
-			notChecked = append(notChecked, doctor.ClusterNotChecked(why))
-		}
-		h.Cluster = cluster
 	}
 	results := doctor.Run(c.Context, h)
-	// In the cluster checks' place, before the ibdev2netdev listing.
-	results = append(results[:len(results)-1], append(notChecked, results[len(results)-1])...)
 
 	w := c.App.Writer
 	if cfg.Output == outputTable {
@@ -127,9 +120,7 @@ func runDoctor(c *cli.Context, cfg *doctorConfig) error {
 // Without any of them it returns nil and why; a kubeconfig that cannot be loaded is an
 // error that names it.
 func doctorCluster(kubeconfig, node string) (*doctor.Cluster, string, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	cfg, err := restConfig(kubeconfig)
 	if clientcmd.IsEmptyConfig(err) && kubeconfig == "" {
 		cfg, err = rest.InClusterConfig()
 		if errors.Is(err, rest.ErrNotInCluster) {

@@ -16,7 +16,7 @@ import (
 )
 
 // Names of the cluster checks, reported after the runtime's when Host.Cluster is set;
-// CheckCluster is the one SKIP a caller reports instead when it has no cluster access.
+// CheckCluster is the one SKIP in their place with Host.ClusterSkipped.
 const (
 	CheckCluster           = "cluster"
 	CheckKubernetesVersion = "kubernetes-version"
@@ -41,52 +41,42 @@ type Cluster struct {
 	DriverName string
 }
 
-// ClusterNotChecked is the result to report when the cluster cannot be asked, and why.
-func ClusterNotChecked(why string) Result {
-	return Result{Check: CheckCluster, Status: Skip, Found: why}
-}
-
 // runCluster runs the cluster checks; the device model check uses Run's inventory.
 func runCluster(ctx context.Context, e *env, c *Cluster) []Result {
-	server := checkKubernetesVersion(ctx, c)
+	server, serverVersion := checkKubernetesVersion(c)
 	return []Result{
-		server.Result,
-		checkDRAAPI(ctx, c),
-		checkKubeletVersion(ctx, c, server.version),
+		server,
+		checkDRAAPI(c),
+		checkKubeletVersion(ctx, c, serverVersion),
 		checkDeviceModel(ctx, e, c),
 	}
 }
 
-type serverVersion struct {
-	Result
-	version *kversion.Version
-}
-
-func checkKubernetesVersion(_ context.Context, c *Cluster) serverVersion {
-	r := serverVersion{Result: Result{Check: CheckKubernetesVersion}}
+// checkKubernetesVersion also returns the API server's version, nil when unknown.
+func checkKubernetesVersion(c *Cluster) (Result, *kversion.Version) {
+	r := Result{Check: CheckKubernetesVersion}
 	info, err := c.Client.Discovery().ServerVersion()
 	if err != nil {
 		r.Status, r.Found = Fail, fmt.Sprintf("the API server's version cannot be read: %v", err)
 		r.Fix = "Check the kubeconfig (--kubeconfig) and that the API server is reachable from this node."
-		return r
+		return r, nil
 	}
 	v, err := kversion.ParseGeneric(info.GitVersion)
 	if err != nil {
 		r.Status, r.Found = Warn, fmt.Sprintf("API server version %q cannot be parsed: %v", info.GitVersion, err)
 		r.Fix = fmt.Sprintf("Make sure the cluster runs Kubernetes %s or newer.", MinKubernetes)
-		return r
+		return r, nil
 	}
-	r.version = v
 	if v.LessThan(MinKubernetes) {
 		r.Status, r.Found = Fail, fmt.Sprintf("API server %s", info.GitVersion)
 		r.Fix = fmt.Sprintf("Upgrade the control plane to Kubernetes %s or newer: the driver needs resource.k8s.io/v1.", MinKubernetes)
-		return r
+		return r, v
 	}
 	r.Status, r.Found = OK, fmt.Sprintf("API server %s (%s or newer)", info.GitVersion, MinKubernetes)
-	return r
+	return r, v
 }
 
-func checkDRAAPI(_ context.Context, c *Cluster) Result {
+func checkDRAAPI(c *Cluster) Result {
 	r := Result{Check: CheckDRAAPI}
 	groups, err := c.Client.Discovery().ServerGroups()
 	if err != nil {

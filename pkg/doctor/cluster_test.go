@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -184,7 +185,8 @@ func TestClusterChecks(t *testing.T) {
 }
 
 // TestClusterChecksOrder: with a cluster the four checks come after the runtime's, the
-// ibdev2netdev listing stays last; without, there are none.
+// ibdev2netdev listing stays last; without, there are none, or one SKIP in their place
+// with ClusterSkipped.
 func TestClusterChecksOrder(t *testing.T) {
 	f := newFixture(t, "dgx-h100", nil)
 	_, ctx := ktesting.NewTestContext(t)
@@ -201,5 +203,10 @@ func TestClusterChecksOrder(t *testing.T) {
 	want := []string{CheckKubernetesVersion, CheckDRAAPI, CheckKubeletVersion, CheckDeviceModel, CheckIBDev2Netdev}
 	if strings.Join(names, " ") != strings.Join(want, " ") {
 		t.Errorf("last checks %v, want %v", names, want)
+	}
+	f.h.Cluster, f.h.ClusterSkipped = nil, "not checked: why"
+	skipped := Run(ctx, f.h)
+	if n := len(skipped); n != len(without)+1 || !reflect.DeepEqual(skipped[n-2], Result{Check: CheckCluster, Status: Skip, Found: "not checked: why"}) || skipped[n-1].Check != CheckIBDev2Netdev {
+		t.Errorf("with ClusterSkipped, the last two results are %+v, want the cluster SKIP, then ibdev2netdev", skipped[max(0, n-2):])
 	}
 }

@@ -125,6 +125,9 @@ type Host struct {
 	// Cluster, when set, adds the cluster checks: the API server's and this node's
 	// kubelet's versions, the DRA API, and the device model the plugin will publish.
 	Cluster *Cluster
+	// ClusterSkipped, with Cluster nil, says why the cluster is not checked; Run reports
+	// it as one SKIP in the cluster checks' place. Empty: no cluster line at all.
+	ClusterSkipped string
 }
 
 // DefaultHost is the live node: /sys, /dev, /proc and the runtimes' default config files.
@@ -209,8 +212,11 @@ func Run(ctx context.Context, h Host) []Result {
 		out = append(out, check(e))
 	}
 	out = append(out, checkRuntimes(e)...)
-	if h.Cluster != nil {
+	switch {
+	case h.Cluster != nil:
 		out = append(out, runCluster(ctx, e, h.Cluster)...)
+	case h.ClusterSkipped != "":
+		out = append(out, Result{Check: CheckCluster, Status: Skip, Found: h.ClusterSkipped})
 	}
 	return append(out, checkIBDev2Netdev(e))
 }
