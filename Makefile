@@ -21,9 +21,9 @@ build: ## build the binaries into _output/bin
 	done
 
 .PHONY: test
-test: ## unit tests of the driver; in test/: the API server's validation of our slices, unit tests of the cluster and bench tools
+test: ## unit tests of the driver; in test/: the API server's validation of our slices, unit tests of the cluster, bench and kernel-VM tools
 	$(GO) test -count=1 ./...
-	cd test && $(GO) test -count=1 ./validation/... ./cluster/... ./bench/...
+	cd test && $(GO) test -count=1 ./validation/... ./cluster/... ./bench/... ./kernel/...
 
 .PHONY: test-race
 test-race: ## unit tests of the driver under the race detector (the plugin, checkpoint and health packages are lock-heavy)
@@ -41,9 +41,9 @@ bench-micro: ## Go micro-benchmarks of discovery, the device model, CDI specs an
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/...
 
 .PHONY: lint
-lint: ## go vet and a gofmt check of both modules
+lint: ## go vet and a gofmt check of both modules (with the build tags of the real-kernel tier)
 	$(GO) vet ./...
-	cd test && $(GO) vet ./...
+	cd test && $(GO) vet ./... && $(GO) vet -tags e2ekernel ./kernel && $(GO) vet -tags kernelvm ./kernel/invm
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 .PHONY: fmt

@@ -1,0 +1,156 @@
+// Package vm builds the real-kernel test VM from pinned Debian packages and boots it
+// under QEMU: a Debian kernel with its RDMA modules, a busybox initramfs with rdma-core's
+// and iproute2's tools and their libraries, and the project's static binaries. The VM has
+// no network device and no disk; tests report on a second serial port.
+package vm
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+// Package is one pinned Debian package.
+type Package struct {
+	Name, Version string
+}
+
+// debianName matches a Debian package name (Debian policy 5.6.1).
+var debianName = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]+$`)
+
+// debianVersion matches a Debian version: [epoch:]upstream[-revision].
+var debianVersion = regexp.MustCompile(`^([0-9]+:)?[0-9][A-Za-z0-9.+~:-]*$`)
+
+// ParseLock reads a lock file: one "name version" per line, # comments and blank lines
+// ignored. Errors name the file and line.
+func ParseLock(name string, data []byte) ([]Package, error) {
+	var pkgs []Package
+	seen := map[string]int{}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			return nil, fmt.Errorf("%s:%d: want \"name version\", got %q", name, n, line)
+		}
+		if !debianName.MatchString(f[0]) {
+			return nil, fmt.Errorf("%s:%d: %q is not a Debian package name", name, n, f[0])
+		}
+		if !debianVersion.MatchString(f[1]) {
+			return nil, fmt.Errorf("%s:%d: %q is not a Debian version", name, n, f[1])
+		}
+		if prev, ok := seen[f[0]]; ok {
+			return nil, fmt.Errorf("%s:%d: %s is pinned already on line %d", name, n, f[0], prev)
+		}
+		seen[f[0]] = n
+		pkgs = append(pkgs, Package{Name: f[0], Version: f[1]})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	if len(pkgs) == 0 {
+		return nil, fmt.Errorf("%s: no packages", name)
+	}
+	return pkgs, nil
+}
+
+// LockKey identifies a set of packages, for the cache directories built from them.
+func LockKey(pkgs []Package) string {
+	h := sha256.New()
+	for _, p := range pkgs {
+		fmt.Fprintf(h, "%s=%s\n", p.Name, p.Version)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:12]
+}
+
+// Fetch downloads each package with apt-get into cache/debs/<name>_<version>/, unless it
+// is there already, and returns the .deb files in the packages' order. The machine's apt
+// sources must have the versions (apt-get update first); a version no longer in the
+// archive is reported with the command that pins the current ones.
+func Fetch(ctx context.Context, cache string, pkgs []Package, logf func(string, ...any)) ([]string, error) {
+	var debs []string
+	for _, p := range pkgs {
+		dir := filepath.Join(cache, "debs", p.Name+"_"+strings.ReplaceAll(p.Version, ":", "%3a"))
+		if deb, err := onlyDeb(dir); err == nil {
+			debs = append(debs, deb)
+			continue
+		}
+		tmp := dir + ".part"
+		if err := os.RemoveAll(tmp); err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(tmp, 0o755); err != nil {
+			return nil, err
+		}
+		logf("downloading %s %s", p.Name, p.Version)
+		cmd := exec.CommandContext(ctx, "apt-get", "download", "-q", "-o", "APT::Sandbox::User=root", p.Name+"="+p.Version)
+		cmd.Dir = tmp
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("download %s %s: %w: %s\n(if the archive has moved on, pin its current versions with make e2e-kernel-lock)",
+				p.Name, p.Version, err, bytes.TrimSpace(out))
+		}
+		if _, err := onlyDeb(tmp); err != nil {
+			return nil, fmt.Errorf("download %s %s: %w", p.Name, p.Version, err)
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			return nil, err
+		}
+		if err := os.Rename(tmp, dir); err != nil {
+			return nil, err
+		}
+		deb, err := onlyDeb(dir)
+		if err != nil {
+			return nil, err
+		}
+		debs = append(debs, deb)
+	}
+	return debs, nil
+}
+
+// onlyDeb returns the one .deb file in dir.
+func onlyDeb(dir string) (string, error) {
+	m, err := filepath.Glob(filepath.Join(dir, "*.deb"))
+	if err != nil {
+		return "", err
+	}
+	if len(m) != 1 {
+		return "", fmt.Errorf("%s: want one .deb file, found %d", dir, len(m))
+	}
+	return m[0], nil
+}
+
+// Extract unpacks the packages into one tree, cache/root-<key>, reused while it is
+// complete (a marker file is written last).
+func Extract(ctx context.Context, cache, key string, debs []string) (string, error) {
+	root := filepath.Join(cache, "root-"+key)
+	marker := filepath.Join(root, ".complete")
+	if _, err := os.Stat(marker); err == nil {
+		return root, nil
+	}
+	if err := os.RemoveAll(root); err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return "", err
+	}
+	for _, deb := range debs {
+		if out, err := exec.CommandContext(ctx, "dpkg-deb", "-x", deb, root).CombinedOutput(); err != nil {
+			return "", fmt.Errorf("extract %s: %w: %s", deb, err, bytes.TrimSpace(out))
+		}
+	}
+	if err := os.WriteFile(marker, nil, 0o644); err != nil {
+		return "", err
+	}
+	return root, nil
+}
