@@ -61,6 +61,11 @@
 // are netns_immutable, CheckNotPrimary through bond master and slaves),
 // a moved physical netdev coming back from a dead pod namespace (renamed devN, late, or
 // not in time), the exclusive-mode RDMA device move (against EmulatedKernel), and a
-// failure of every netlink operation of Attach and Detach. SysfsKernel's RDMA netlink
-// calls (RdmaLinkSetNsFd) and the kernel's own GID population need RDMA hardware.
+// failure of every netlink operation of Attach and Detach.
+//
+// On a real RDMA kernel, soft-RoCE in a VM (test/kernel, make e2e-kernel): SysfsKernel's
+// GID lookup against the kernel's own entries for pod addresses (a verbs QP in the pod
+// reaches RTR with the index found, and not with the host's), their removal on Detach,
+// and RdmaLinkSetNsFd's refusal for a device that cannot move (rxe), undone cleanly. A
+// successful RDMA device move needs hardware that can move (mlx5).
 package netattach
