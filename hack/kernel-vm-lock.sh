@@ -4,11 +4,11 @@
 # package linux-image-amd64 depends on. Run apt-get update first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# The tools the tests run, the verbs provider of rxe, busybox for /init, and the
+# The tools the tests run, the verbs provider of rxe, runc, busybox for /init, and the
 # libraries the tools link (test/kernel/vm refuses an image that needs one not listed).
 packages=(
-  busybox-static iproute2 ibverbs-utils ibverbs-providers libibverbs1
-  libc6 libmnl0 libbsd0 libmd0 libcap2 libbpf1 libelf1 zlib1g libnl-3-200 libnl-route-3-200
+  busybox-static iproute2 ibverbs-utils ibverbs-providers libibverbs1 runc
+  libc6 libmnl0 libbsd0 libmd0 libcap2 libbpf1 libelf1 zlib1g libnl-3-200 libnl-route-3-200 libseccomp2
 )
 candidate() {
   local v

@@ -44,6 +44,7 @@ var programs = []string{
 	"usr/bin/rdma",
 	"usr/bin/ibv_devinfo",
 	"usr/bin/ibv_rc_pingpong",
+	"usr/sbin/runc",
 	"usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so",
 }
 
@@ -59,6 +60,7 @@ mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 mount -t tmpfs tmpfs /run
 mount -t tmpfs tmpfs /tmp
+mount -t cgroup2 cgroup2 /sys/fs/cgroup
 ln -s /run /var/run
 mkdir -p /run/netns
 ip link set lo up
