@@ -13,3 +13,8 @@ e2e-kernel: ## the real-kernel tier: boot a Debian kernel with soft-RoCE (rdma_r
 .PHONY: e2e-kernel-lock
 e2e-kernel-lock: ## pin the real-kernel VM's Debian packages at the apt sources' current versions (test/kernel/packages.lock)
 	hack/kernel-vm-lock.sh
+
+.PHONY: kernel-node-check
+kernel-node-check: ## build _output/bin/rdma-dra-node-check: the read-only comparison of rdma-dra discover with rdma-core, for a real node
+	@mkdir -p $(BIN_DIR)
+	cd test && CGO_ENABLED=0 $(GO) test -c -tags kernelvm -trimpath -ldflags '-s -w' -o ../$(BIN_DIR)/rdma-dra-node-check ./kernel/invm

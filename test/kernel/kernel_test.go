@@ -55,6 +55,8 @@ const initScript = `#!/bin/busybox sh
 /bin/busybox --install -s /bb
 export PATH=/usr/local/bin:/usr/bin:/usr/sbin:/bin:/sbin:/bb
 export LD_LIBRARY_PATH=/lib/x86_64-linux-gnu:/usr/lib/x86_64-linux-gnu
+# Lets every test of kernel.test run: outside the VM it runs only the read-only one.
+export RDMA_DRA_KERNEL_VM=1
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev

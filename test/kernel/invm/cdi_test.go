@@ -145,8 +145,12 @@ func rdmaCoreGIDIndex(t *testing.T, ibdev string) int {
 	if p == nil {
 		t.Fatalf("%s not listed by ibv_devinfo", ibdev)
 	}
-	return rdmacore.RoCEv2GIDIndex(p.GIDs)
+	return rdmacoreIndexOf(p)
 }
+
+// rdmacoreIndexOf is the GID index the documented rule gives on a port's table as
+// ibv_devinfo prints it, -1 for none.
+func rdmacoreIndexOf(p *rdmacore.Port) int { return rdmacore.RoCEv2GIDIndex(p.GIDs) }
 
 func readOCISpec(t *testing.T, name string) *oci.Spec {
 	t.Helper()
