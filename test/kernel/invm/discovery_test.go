@@ -26,11 +26,16 @@ type rdmaCoreView struct {
 	netdevs map[string]ipLink
 }
 
-// ipLink is the part of `ip -j link show` compared with the driver.
+// ipLink is the part of `ip -j -d link show` compared with the driver.
 type ipLink struct {
 	Name      string `json:"ifname"`
 	MTU       int    `json:"mtu"`
 	OperState string `json:"operstate"`
+	// Master is the bond (or bridge) the netdev is enslaved to; Kind its own link kind.
+	Master   string `json:"master"`
+	LinkInfo struct {
+		Kind string `json:"info_kind"`
+	} `json:"linkinfo"`
 }
 
 func readRdmaCore(t *testing.T) rdmaCoreView {
@@ -47,7 +52,7 @@ func readRdmaCore(t *testing.T) rdmaCoreView {
 		t.Fatal(err)
 	}
 	var links []ipLink
-	runJSON(t, &links, "ip", "-j", "link", "show")
+	runJSON(t, &links, "ip", "-j", "-d", "link", "show")
 	v.netdevs = map[string]ipLink{}
 	for _, l := range links {
 		v.netdevs[l.Name] = l
@@ -227,12 +232,19 @@ func compareInventory(t *testing.T, inv *discovery.Inventory, v rdmaCoreView) {
 		check("port_state", p.State, link.State, "rdma link")
 		// The driver publishes whole Gb/s of the rate (2.5 is 2).
 		check("speed_gbps", deref(p.SpeedGbps), int(math.Floor(float64(port.Width)*port.LaneGbps)), fmt.Sprintf("ibv_devinfo %dX at %g Gb/s per lane", port.Width, port.LaneGbps))
+		lanes := fmt.Sprintf("%dX", port.Width)
+		if !strings.HasPrefix(p.Rate, fmt.Sprint(deref(p.SpeedGbps))+" Gb/sec ("+lanes+" ") {
+			t.Errorf("%s/%d rate: driver %q, ibv_devinfo %s at %g Gb/s per lane", p.IBDev, p.Port, p.Rate, lanes, port.LaneGbps)
+		}
+		check("board_id", p.BoardID, dev.BoardID, "ibv_devinfo")
 		check("netdev", p.Netdev, link.Netdev, "rdma link")
 		nd, ok := v.netdevs[link.Netdev]
 		if !ok && link.Netdev != "" {
 			t.Errorf("%s/%d: netdev %q not listed by ip link", p.IBDev, p.Port, link.Netdev)
 		}
 		if link.Netdev != "" {
+			// A LAG port's netdev is a bond, or a bond's slave (whose GIDs the bond has).
+			check("lag", p.LAG, nd.LinkInfo.Kind == "bond" || v.netdevs[nd.Master].LinkInfo.Kind == "bond", "ip -d link kind "+nd.LinkInfo.Kind+", master "+nd.Master)
 			check("mtu", deref(p.MTU), nd.MTU, "ip link")
 			check("netdev_operstate", p.NetdevOperState, strings.ToLower(nd.OperState), "ip link")
 		}
@@ -269,7 +281,11 @@ func compareInventory(t *testing.T, inv *discovery.Inventory, v rdmaCoreView) {
 			check("virtual", p.Virtual, true, "ibv_devinfo vendor_id "+dev.VendorID)
 		}
 		if p.Virtual {
-			check("pci", p.PCIBusID+p.PCIeRoot+p.VendorID+p.DeviceID, "", "no PCI function")
+			check("pci", p.PCIBusID+p.PCIeRoot+p.VendorID+p.DeviceID+p.Driver+p.PhysFn, "", "no PCI function")
+			check("sriov_vf", p.SRIOVVF, false, "no PCI function")
+			// A virtual device's model follows its node type: a CA is soft-RoCE, an RNIC soft-iWARP.
+			model := map[string]string{"ca": discovery.ModelSoftRoCE, "rnic": discovery.ModelSoftIWARP}[rdev.NodeType]
+			check("model", p.Model, model, "rdma dev node_type "+rdev.NodeType)
 			check("numa_node", p.NUMANode == nil, true, "no PCI function")
 		} else {
 			check("pci_bus_id present", p.PCIBusID != "", true, "a device with a PCI function")

@@ -21,7 +21,9 @@ type Device struct {
 	NodeGUID     string
 	SysImageGUID string
 	VendorID     string
-	PhysPortCnt  int
+	// BoardID is board_id, which ibv_devinfo prints only when the device has one.
+	BoardID     string
+	PhysPortCnt int
 	Ports        []Port
 }
 
@@ -113,6 +115,8 @@ func ParseDevinfo(out string) ([]Device, error) {
 				dev.SysImageGUID = val
 			case "vendor_id":
 				dev.VendorID = val
+			case "board_id":
+				dev.BoardID = val
 			case "phys_port_cnt":
 				dev.PhysPortCnt, _ = strconv.Atoi(val)
 			}

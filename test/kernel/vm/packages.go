@@ -79,6 +79,11 @@ func LockKey(pkgs []Package) string {
 // sources must have the versions (apt-get update first); a version no longer in the
 // archive is reported with the command that pins the current ones.
 func Fetch(ctx context.Context, cache string, pkgs []Package, logf func(string, ...any)) ([]string, error) {
+	for _, tool := range []string{"apt-get", "dpkg-deb"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return nil, fmt.Errorf("the real-kernel VM is built from Debian packages and needs %s (Debian or Ubuntu): %w", tool, err)
+		}
+	}
 	var debs []string
 	for _, p := range pkgs {
 		dir := filepath.Join(cache, "debs", p.Name+"_"+strings.ReplaceAll(p.Version, ":", "%3a"))
