@@ -4,9 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	"k8s.io/utils/clock"
 )
 
@@ -17,21 +17,18 @@ import (
 const DefaultMaxRepublishPerMinute = 20
 
 // Limiter damps republishing: at most max republishes in any minute. It is a token bucket
-// that holds max/2 (rounded up) tokens and refills the rest evenly over a minute, so a
-// burst of changes goes out at once and a flapping port settles to a steady rate. The
-// caller asks Delay before publishing and calls Take after a publish; a change that must
-// wait is not dropped but published when the delay is over, with whatever state the node
-// is in by then, so the last state always wins.
+// (golang.org/x/time/rate on the limiter's clock) that holds max/2 (rounded up) tokens and
+// refills the rest evenly over a minute, so a burst of changes goes out at once and a
+// flapping port settles to a steady rate. The caller asks Delay before publishing and
+// calls Take after a publish; a change that must wait is not dropped but published when
+// the delay is over, with whatever state the node is in by then, so the last state always
+// wins.
 //
 // A nil *Limiter never delays. It is safe for concurrent use.
 type Limiter struct {
 	clock  clock.PassiveClock
-	burst  float64
+	bucket *rate.Limiter
 	refill time.Duration // one token
-
-	mu     sync.Mutex
-	tokens float64
-	last   time.Time
 }
 
 // ValidateMaxPerMinute checks a --max-republish-per-minute value: 0 turns damping off,
@@ -55,13 +52,8 @@ func NewLimiter(c clock.PassiveClock, max int) (*Limiter, error) {
 		return nil, errors.New("limiter needs a clock")
 	}
 	burst := (max + 1) / 2
-	return &Limiter{
-		clock:  c,
-		burst:  float64(burst),
-		refill: time.Minute / time.Duration(max-burst),
-		tokens: float64(burst),
-		last:   c.Now(),
-	}, nil
+	refill := time.Minute / time.Duration(max-burst)
+	return &Limiter{clock: c, bucket: rate.NewLimiter(rate.Every(refill), burst), refill: refill}, nil
 }
 
 // Delay returns how long to wait before the next publish; zero when one may go now.
@@ -69,14 +61,12 @@ func (l *Limiter) Delay() time.Duration {
 	if l == nil {
 		return 0
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.advance()
+	tokens := l.bucket.TokensAt(l.clock.Now())
 	// The tolerance keeps float rounding from asking for one more nanosecond.
-	if l.tokens >= 1-1e-9 {
+	if tokens >= 1-1e-9 {
 		return 0
 	}
-	return time.Duration(math.Ceil((1 - l.tokens) * float64(l.refill)))
+	return time.Duration(math.Ceil((1 - tokens) * float64(l.refill)))
 }
 
 // Take records a publish. It may go below zero tokens when a publish was forced (the
@@ -85,16 +75,7 @@ func (l *Limiter) Take() {
 	if l == nil {
 		return
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.advance()
-	l.tokens--
-}
-
-func (l *Limiter) advance() {
-	now := l.clock.Now()
-	if elapsed := now.Sub(l.last); elapsed > 0 {
-		l.tokens = min(l.burst, l.tokens+float64(elapsed)/float64(l.refill))
-	}
-	l.last = now
+	// A reservation always succeeds for one token (the burst is at least one); taken
+	// when none is left, it is the debt that delays the next publishes.
+	l.bucket.ReserveN(l.clock.Now(), 1)
 }
