@@ -85,3 +85,31 @@ func Merge(configs ...*RdmaConfig) *RdmaConfig {
 	out.Default()
 	return out
 }
+
+// overlay sets every field that is set in c on out, to a copy of c's value: out then
+// shares no memory with c, and fields unset in c keep out's values. Merge is made of
+// it; TestMerge and TestDeepCopyCoversEveryField check it against every field.
+func overlay(c, out *RdmaConfig) {
+	copyPtr(&out.CharDevices, c.CharDevices)
+	copyPtr(&out.NCCLEnv, c.NCCLEnv)
+	copyPtr(&out.GIDIndex, c.GIDIndex)
+	copyPtr(&out.Memlock, c.Memlock)
+	copyPtr(&out.AllowedCharDevices, c.AllowedCharDevices)
+	copyPtr(&out.MaxMemlock, c.MaxMemlock)
+	if c.Network != nil {
+		n := &NetworkConfig{}
+		if out.Network != nil && out.Network != c.Network {
+			overlayNetwork(out.Network, n)
+		}
+		overlayNetwork(c.Network, n)
+		out.Network = n
+	}
+}
+
+// copyPtr points *dst at a copy of *src when src is set.
+func copyPtr[T any](dst **T, src *T) {
+	if src != nil {
+		v := *src
+		*dst = &v
+	}
+}

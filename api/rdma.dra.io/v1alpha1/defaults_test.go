@@ -99,10 +99,10 @@ func TestDeepCopyCoversEveryField(t *testing.T) {
 			f.Set(reflect.New(f.Type().Elem()))
 		case reflect.Struct:
 			if v.Type().Field(i).Name != "TypeMeta" {
-				t.Fatalf("field %s: unexpected struct; teach DeepCopyInto and this test about it", v.Type().Field(i).Name)
+				t.Fatalf("field %s: unexpected struct; teach overlay (Merge) and this test about it", v.Type().Field(i).Name)
 			}
 		default:
-			t.Fatalf("field %s: unexpected kind %s; teach DeepCopyInto and this test about it", v.Type().Field(i).Name, f.Kind())
+			t.Fatalf("field %s: unexpected kind %s; teach overlay (Merge) and this test about it", v.Type().Field(i).Name, f.Kind())
 		}
 	}
 	cp := orig.DeepCopy()

@@ -315,13 +315,3 @@ func isOneOf[T comparable](v T, set []T) bool {
 	}
 	return false
 }
-
-// DeepCopy returns a copy of n that shares no memory with it; nil stays nil.
-func (n *NetworkConfig) DeepCopy() *NetworkConfig {
-	if n == nil {
-		return nil
-	}
-	out := &NetworkConfig{}
-	overlayNetwork(n, out)
-	return out
-}

@@ -7,9 +7,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// The marker above is for controller-gen, which writes the RdmaPool CRD from these
-// types (make generate). Deep copies are written by hand in rdmapool_deepcopy.go, like
-// RdmaConfig's.
+// The marker above is for controller-gen, which writes the RdmaPool CRD and the deep
+// copies (zz_generated.deepcopy.go) from these types (make generate).
 
 // RdmaPoolKind is the kind of RdmaPool.
 const RdmaPoolKind = "RdmaPool"
