@@ -24,7 +24,7 @@ type Device struct {
 	// BoardID is board_id, which ibv_devinfo prints only when the device has one.
 	BoardID     string
 	PhysPortCnt int
-	Ports        []Port
+	Ports       []Port
 }
 
 // Port is one port block of ibv_devinfo -v.
