@@ -6,7 +6,8 @@ import (
 	"os"
 	"sync"
 	"testing"
-	"time"
+
+	"github.com/rdma-dra/rdma-dra-driver/internal/testwait"
 )
 
 // TestUpdateGroupsConcurrentChanges holds one commit while others queue, and checks that
@@ -193,11 +194,5 @@ func TestTornFileAfterRebootIsQuarantined(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in 10s")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testwait.For(t, "condition", cond)
 }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	testclock "k8s.io/utils/clock/testing"
 
+	"github.com/rdma-dra/rdma-dra-driver/internal/testwait"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 )
 
@@ -164,14 +165,8 @@ func waitForTimer(t *testing.T, c *testclock.FakeClock) {
 	waitFor(t, c.HasWaiters)
 }
 
-// waitFor polls cond for up to ten seconds.
+// waitFor polls cond for up to testwait.Timeout.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testwait.For(t, "condition", cond)
 }

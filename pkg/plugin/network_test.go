@@ -9,13 +9,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/rdma-dra/rdma-dra-driver/internal/testwait"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/cdi"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/netattach"
@@ -368,18 +368,15 @@ func specFileOf(t *testing.T, dir, uid string) string {
 
 func waitForNetworkData(t *testing.T, h *harness, name string) *resourceapi.ResourceClaim {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got, err := h.kube.ResourceV1().ResourceClaims("ns").Get(context.Background(), name, metav1.GetOptions{})
-		if err != nil {
+	var got *resourceapi.ResourceClaim
+	if !testwait.Poll(func() bool {
+		var err error
+		if got, err = h.kube.ResourceV1().ResourceClaims("ns").Get(context.Background(), name, metav1.GetOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if len(got.Status.Devices) > 0 && got.Status.Devices[0].NetworkData != nil {
-			return got
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("claim %s: no networkData in status after 10 s: %+v", name, got.Status.Devices)
-		}
-		time.Sleep(5 * time.Millisecond)
+		return len(got.Status.Devices) > 0 && got.Status.Devices[0].NetworkData != nil
+	}) {
+		t.Fatalf("claim %s: no networkData in status after %s: %+v", name, testwait.Timeout, got.Status.Devices)
 	}
+	return got
 }

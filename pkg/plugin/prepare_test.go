@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	resourceapi "k8s.io/api/resource/v1"
@@ -19,6 +18,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
 	"github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
+	"github.com/rdma-dra/rdma-dra-driver/internal/testwait"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/cdi"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
 )
@@ -92,17 +92,16 @@ func checkStatus(t *testing.T, h *harness, claim *resourceapi.ResourceClaim, n i
 // waitForStatus waits until the background writer wrote the claim's device status.
 func waitForStatus(t *testing.T, h *harness, name string) *resourceapi.ResourceClaim {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got, err := h.kube.ResourceV1().ResourceClaims("ns").Get(context.Background(), name, metav1.GetOptions{})
-		if err != nil {
+	var got *resourceapi.ResourceClaim
+	// On a timeout the claim is returned as it is: the caller says what is missing.
+	testwait.Poll(func() bool {
+		var err error
+		if got, err = h.kube.ResourceV1().ResourceClaims("ns").Get(context.Background(), name, metav1.GetOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if len(got.Status.Devices) > 0 || time.Now().After(deadline) {
-			return got
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return len(got.Status.Devices) > 0
+	})
+	return got
 }
 
 func TestPrepareSharedWithShareIDs(t *testing.T) {

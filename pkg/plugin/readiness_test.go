@@ -5,9 +5,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"k8s.io/klog/v2/ktesting"
+
+	"github.com/rdma-dra/rdma-dra-driver/internal/testwait"
 )
 
 func TestReadyFileFollowsRegistration(t *testing.T) {
@@ -22,16 +23,9 @@ func TestReadyFileFollowsRegistration(t *testing.T) {
 	}()
 	expect := func(ready bool, why string) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			err := CheckReady(path)
-			if (err == nil) == ready {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: CheckReady = %v, want ready %v", why, err, ready)
-			}
-			time.Sleep(20 * time.Millisecond)
+		var err error
+		if !testwait.Poll(func() bool { err = CheckReady(path); return (err == nil) == ready }) {
+			t.Fatalf("%s: CheckReady = %v, want ready %v", why, err, ready)
 		}
 	}
 	expect(false, "before the kubelet answered")

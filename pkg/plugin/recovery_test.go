@@ -16,6 +16,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
+	"github.com/rdma-dra/rdma-dra-driver/internal/testwait"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/cdi"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
@@ -222,13 +223,7 @@ func TestDroppedFieldsSwitchesToLegacy(t *testing.T) {
 	defer cancel()
 	never := manualTrigger{ch: make(chan health.Signal)}
 	go h.pub.Run(ctx, never)
-	deadline := time.Now().Add(10 * time.Second)
-	for len(h.publishedSnapshot()) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("legacy model not republished")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.For(t, "legacy model republished", func() bool { return len(h.publishedSnapshot()) >= 2 })
 	cancel()
 	legacy := h.publishedSnapshot()[1].Pools[testPool].Slices[0]
 	if len(legacy.SharedCounters) != 0 || !strings.HasSuffix(legacy.Devices[0].Name, "-s0") {

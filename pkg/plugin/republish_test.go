@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/clock"
 	testclock "k8s.io/utils/clock/testing"
 
+	"github.com/rdma-dra/rdma-dra-driver/internal/testwait"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/health"
@@ -168,13 +169,7 @@ func notActive(value string, effect resourceapi.DeviceTaintEffect) []resourceapi
 
 func waitUntil(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testwait.For(t, "condition", cond)
 }
 
 // TestRepublishTransitions: every change a poll sees is republished after that one poll,
