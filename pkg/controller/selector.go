@@ -21,15 +21,15 @@ import (
 // the one list of names, when the package loads: a renamed attribute fails every test
 // of this package instead of producing classes that select nothing.
 var (
-	attrMode      = mustAttribute(devicemodel.AttributeDomain + "/mode")
-	attrVendorID  = mustAttribute(devicemodel.AttributeDomain + "/vendor_id")
-	attrDeviceID  = mustAttribute(devicemodel.AttributeDomain + "/device_id")
-	attrDriver    = mustAttribute(devicemodel.AttributeDomain + "/driver")
-	attrNetdev    = mustAttribute(devicemodel.AttributeDomain + "/netdev")
-	attrIBDev     = mustAttribute(devicemodel.AttributeDomain + "/ibdev")
-	attrPort      = mustAttribute(devicemodel.AttributeDomain + "/port")
-	attrLinkLayer = mustAttribute(devicemodel.AttributeDomain + "/link_layer")
-	attrSpeed     = mustAttribute(devicemodel.AttributeDomain + "/speed_gbps")
+	attrMode      = mustAttribute(devicemodel.AttrMode)
+	attrVendorID  = mustAttribute(devicemodel.AttrVendorID)
+	attrDeviceID  = mustAttribute(devicemodel.AttrDeviceID)
+	attrDriver    = mustAttribute(devicemodel.AttrDriver)
+	attrNetdev    = mustAttribute(devicemodel.AttrNetdev)
+	attrIBDev     = mustAttribute(devicemodel.AttrIBDev)
+	attrPort      = mustAttribute(devicemodel.AttrPort)
+	attrLinkLayer = mustAttribute(devicemodel.AttrLinkLayer)
+	attrSpeed     = mustAttribute(devicemodel.AttrSpeedGbps)
 	attrPCIBusID  = mustAttribute(deviceattribute.StandardDeviceAttributePCIBusID)
 )
 

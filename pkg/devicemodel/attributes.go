@@ -93,26 +93,49 @@ func LookupAttribute(driver string, d *resourceapi.Device, name resourceapi.Qual
 	return v, ok
 }
 
-func qualify(id string) resourceapi.QualifiedName {
-	return resourceapi.QualifiedName(AttributeDomain + "/" + id)
-}
+// The driver's own attribute names, fully qualified (the standard ones are
+// deviceattribute's); Attributes describes each. Code that reads an attribute uses these.
+const (
+	AttrIBDev     resourceapi.QualifiedName = AttributeDomain + "/ibdev"
+	AttrPort      resourceapi.QualifiedName = AttributeDomain + "/port"
+	AttrMode      resourceapi.QualifiedName = AttributeDomain + "/mode"
+	AttrLinkLayer resourceapi.QualifiedName = AttributeDomain + "/link_layer"
+	AttrPortState resourceapi.QualifiedName = AttributeDomain + "/port_state"
+	AttrPhysState resourceapi.QualifiedName = AttributeDomain + "/phys_state"
+	AttrSpeedGbps resourceapi.QualifiedName = AttributeDomain + "/speed_gbps"
+	AttrNetdev    resourceapi.QualifiedName = AttributeDomain + "/netdev"
+	AttrMTU       resourceapi.QualifiedName = AttributeDomain + "/mtu"
+	AttrNUMANode  resourceapi.QualifiedName = AttributeDomain + "/numa_node"
+	AttrGIDIndex  resourceapi.QualifiedName = AttributeDomain + "/gid_index"
+	AttrNodeGUID  resourceapi.QualifiedName = AttributeDomain + "/node_guid"
+	AttrFWVer     resourceapi.QualifiedName = AttributeDomain + "/fw_ver"
+	AttrBoardID   resourceapi.QualifiedName = AttributeDomain + "/board_id"
+	AttrHCAType   resourceapi.QualifiedName = AttributeDomain + "/hca_type"
+	AttrModel     resourceapi.QualifiedName = AttributeDomain + "/model"
+	AttrVendorID  resourceapi.QualifiedName = AttributeDomain + "/vendor_id"
+	AttrDeviceID  resourceapi.QualifiedName = AttributeDomain + "/device_id"
+	AttrDriver    resourceapi.QualifiedName = AttributeDomain + "/driver"
+	AttrSRIOVVF   resourceapi.QualifiedName = AttributeDomain + "/sriov_vf"
+	AttrLAG       resourceapi.QualifiedName = AttributeDomain + "/lag"
+	AttrRDMANetns resourceapi.QualifiedName = AttributeDomain + "/rdma_netns"
+)
 
 // attributes is the table; see Attributes.
 var attributes = []Attribute{
-	{Name: qualify("ibdev"), Type: TypeString, Example: "mlx5_0",
+	{Name: AttrIBDev, Type: TypeString, Example: "mlx5_0",
 		Description: "RDMA device name, as in ibv_devinfo and /sys/class/infiniband",
 		value:       stringOf(func(p *discovery.Port) string { return p.IBDev })},
-	{Name: qualify("port"), Type: TypeInt, Example: "1",
+	{Name: AttrPort, Type: TypeInt, Example: "1",
 		Description: "port number on the RDMA device, from 1",
 		value: func(in attrInput) (resourceapi.DeviceAttribute, bool) {
 			return intAttr(in.port.Port), in.port.Port > 0
 		}},
-	{Name: qualify("mode"), Type: TypeString, Example: "exclusive",
+	{Name: AttrMode, Type: TypeString, Example: "exclusive",
 		Description: "exclusive: the whole port for one claim; shared: a share of the port",
 		value: func(in attrInput) (resourceapi.DeviceAttribute, bool) {
 			return stringAttr(string(in.mode)), in.mode != ""
 		}},
-	{Name: qualify("link_layer"), Type: TypeString, Example: "InfiniBand",
+	{Name: AttrLinkLayer, Type: TypeString, Example: "InfiniBand",
 		Description: "InfiniBand or Ethernet (RoCE); omitted when the kernel says Unknown",
 		value: stringOf(func(p *discovery.Port) string {
 			if p.LinkLayer == discovery.LinkLayerUnknown {
@@ -120,25 +143,25 @@ var attributes = []Attribute{
 			}
 			return p.LinkLayer
 		})},
-	{Name: qualify("port_state"), Type: TypeString, Example: "ACTIVE",
+	{Name: AttrPortState, Type: TypeString, Example: "ACTIVE",
 		Description: "logical port state: DOWN, INIT, ARMED, ACTIVE, ACTIVE_DEFER",
 		value:       stringOf(func(p *discovery.Port) string { return p.State })},
-	{Name: qualify("phys_state"), Type: TypeString, Example: "LinkUp",
+	{Name: AttrPhysState, Type: TypeString, Example: "LinkUp",
 		Description: "physical port state: Sleep, Polling, Disabled, LinkUp, ...",
 		value:       stringOf(func(p *discovery.Port) string { return p.PhysState })},
-	{Name: qualify("speed_gbps"), Type: TypeInt, Example: "400",
+	{Name: AttrSpeedGbps, Type: TypeInt, Example: "400",
 		Description: "port rate in whole Gb/s",
 		value:       intOf(func(p *discovery.Port) *int { return p.SpeedGbps })},
-	{Name: qualify("netdev"), Type: TypeString, Example: "ibp3s0",
+	{Name: AttrNetdev, Type: TypeString, Example: "ibp3s0",
 		Description: "network interface of the port: IPoIB, the RoCE netdev or its bond; omitted when none",
 		value:       stringOf(func(p *discovery.Port) string { return p.Netdev })},
-	{Name: qualify("mtu"), Type: TypeInt, Example: "4096",
+	{Name: AttrMTU, Type: TypeInt, Example: "4096",
 		Description: "MTU of the netdev",
 		value:       intOf(func(p *discovery.Port) *int { return p.MTU })},
-	{Name: qualify("numa_node"), Type: TypeInt, Example: "0",
+	{Name: AttrNUMANode, Type: TypeInt, Example: "0",
 		Description: "NUMA node of the PCI function; omitted when unknown",
 		value:       numaNode},
-	{Name: qualify("gid_index"), Type: TypeInt, Example: "3",
+	{Name: AttrGIDIndex, Type: TypeInt, Example: "3",
 		Description: "RoCE v2 GID index for NCCL_IB_GID_INDEX; RoCE only, omitted when none",
 		value: func(in attrInput) (resourceapi.DeviceAttribute, bool) {
 			if in.port.LinkLayer != discovery.LinkLayerEthernet || in.port.GIDIndex == nil || *in.port.GIDIndex < 0 {
@@ -146,41 +169,41 @@ var attributes = []Attribute{
 			}
 			return intAttr(*in.port.GIDIndex), true
 		}},
-	{Name: qualify("node_guid"), Type: TypeString, Example: "7c8c:0903:00c3:cfee",
+	{Name: AttrNodeGUID, Type: TypeString, Example: "7c8c:0903:00c3:cfee",
 		Description: "node GUID of the RDMA device",
 		value:       stringOf(func(p *discovery.Port) string { return p.NodeGUID })},
-	{Name: qualify("fw_ver"), Type: TypeString, Example: "28.44.2524",
+	{Name: AttrFWVer, Type: TypeString, Example: "28.44.2524",
 		Description: "firmware version",
 		value:       stringOf(func(p *discovery.Port) string { return p.FWVer })},
-	{Name: qualify("board_id"), Type: TypeString, Example: "MT_0000000838",
+	{Name: AttrBoardID, Type: TypeString, Example: "MT_0000000838",
 		Description: "board ID (PSID on NVIDIA adapters)",
 		value:       stringOf(func(p *discovery.Port) string { return p.BoardID })},
-	{Name: qualify("hca_type"), Type: TypeString, Example: "MT4129",
+	{Name: AttrHCAType, Type: TypeString, Example: "MT4129",
 		Description: "HCA type as the kernel driver reports it",
 		value:       stringOf(func(p *discovery.Port) string { return p.HCAType })},
-	{Name: qualify("model"), Type: TypeString, Example: "ConnectX-7",
+	{Name: AttrModel, Type: TypeString, Example: "ConnectX-7",
 		Description: "adapter model derived from the PCI IDs; omitted when unknown",
 		value:       stringOf(func(p *discovery.Port) string { return p.Model })},
-	{Name: qualify("vendor_id"), Type: TypeString, Example: "15b3",
+	{Name: AttrVendorID, Type: TypeString, Example: "15b3",
 		Description: "PCI vendor ID, four lower-case hex digits",
 		value:       stringOf(func(p *discovery.Port) string { return p.VendorID })},
-	{Name: qualify("device_id"), Type: TypeString, Example: "1021",
+	{Name: AttrDeviceID, Type: TypeString, Example: "1021",
 		Description: "PCI device ID, four lower-case hex digits",
 		value:       stringOf(func(p *discovery.Port) string { return p.DeviceID })},
-	{Name: qualify("driver"), Type: TypeString, Example: "mlx5_core",
+	{Name: AttrDriver, Type: TypeString, Example: "mlx5_core",
 		Description: "kernel driver of the PCI function",
 		value:       stringOf(func(p *discovery.Port) string { return p.Driver })},
-	{Name: qualify("sriov_vf"), Type: TypeBool, Example: "false",
+	{Name: AttrSRIOVVF, Type: TypeBool, Example: "false",
 		Description: "true for an SR-IOV virtual function",
 		value: func(in attrInput) (resourceapi.DeviceAttribute, bool) {
 			return boolAttr(in.port.SRIOVVF), true
 		}},
-	{Name: qualify("lag"), Type: TypeBool, Example: "false",
+	{Name: AttrLAG, Type: TypeBool, Example: "false",
 		Description: "true for a hardware LAG device or a port whose netdev is in a bond",
 		value: func(in attrInput) (resourceapi.DeviceAttribute, bool) {
 			return boolAttr(in.port.LAG), true
 		}},
-	{Name: qualify("rdma_netns"), Type: TypeString, Example: "shared",
+	{Name: AttrRDMANetns, Type: TypeString, Example: "shared",
 		Description: "RDMA network namespace mode of the node: shared or exclusive",
 		value: func(in attrInput) (resourceapi.DeviceAttribute, bool) {
 			return stringAttr(string(in.netns)), in.netns != discovery.NetnsModeUnknown

@@ -114,7 +114,7 @@ func checkInvariants(t *testing.T, res *Result) {
 			if !ok {
 				t.Errorf("published device %q is not in Result.Devices", d.Name)
 			}
-			if got := *attrOf(d, qualify("mode")).StringValue; got != string(meta.Mode) {
+			if got := *attrOf(d, AttrMode).StringValue; got != string(meta.Mode) {
 				t.Errorf("device %q: mode attribute %q, Result.Devices says %q", d.Name, got, meta.Mode)
 			}
 			for _, c := range d.ConsumesCounters {

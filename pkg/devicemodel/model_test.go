@@ -104,10 +104,10 @@ func TestBuildCases(t *testing.T) {
 			check: func(t *testing.T, res *Result) {
 				for _, n := range []string{"mlx5-bond-0-p1", "mlx5-bond-0-p1-shared"} {
 					d := device(t, res, n)
-					if got := attrOf(d, qualify("gid_index")).IntValue; got == nil || *got != 3 {
+					if got := attrOf(d, AttrGIDIndex).IntValue; got == nil || *got != 3 {
 						t.Errorf("%s gid_index = %v, want 3", n, got)
 					}
-					if got := attrOf(d, qualify("lag")).BoolValue; got == nil || !*got {
+					if got := attrOf(d, AttrLAG).BoolValue; got == nil || !*got {
 						t.Errorf("%s lag = %v, want true", n, got)
 					}
 				}
@@ -125,7 +125,7 @@ func TestBuildCases(t *testing.T) {
 			layout: []string{"c2", "d4"},
 			check: func(t *testing.T, res *Result) {
 				for _, n := range deviceNames(res) {
-					if _, ok := lookupAttr(device(t, res, n), qualify("gid_index")); ok {
+					if _, ok := lookupAttr(device(t, res, n), AttrGIDIndex); ok {
 						t.Errorf("%s has gid_index", n)
 					}
 				}
@@ -157,7 +157,7 @@ func TestBuildCases(t *testing.T) {
 						t.Errorf("%s taints (-want +got):\n%s", n, diff)
 					}
 				}
-				if _, ok := lookupAttr(device(t, res, "mlx5-0-p2"), qualify("port_state")); ok {
+				if _, ok := lookupAttr(device(t, res, "mlx5-0-p2"), AttrPortState); ok {
 					t.Error("unknown port state published")
 				}
 			},
@@ -189,7 +189,7 @@ func TestBuildCases(t *testing.T) {
 			layout: []string{"c2", "d4"},
 			check: func(t *testing.T, res *Result) {
 				for _, n := range deviceNames(res) {
-					for _, a := range []resourceapi.QualifiedName{qualify("numa_node"), "resource.kubernetes.io/numaNode"} {
+					for _, a := range []resourceapi.QualifiedName{AttrNUMANode, "resource.kubernetes.io/numaNode"} {
 						if _, ok := lookupAttr(device(t, res, n), a); ok {
 							t.Errorf("%s has %s", n, a)
 						}
@@ -207,12 +207,12 @@ func TestBuildCases(t *testing.T) {
 			layout: []string{"c1", "d2"},
 			check: func(t *testing.T, res *Result) {
 				d := device(t, res, "mlx5-0-p1")
-				for _, a := range []resourceapi.QualifiedName{qualify("fw_ver"), qualify("hca_type"), "resource.kubernetes.io/pciBusID"} {
+				for _, a := range []resourceapi.QualifiedName{AttrFWVer, AttrHCAType, "resource.kubernetes.io/pciBusID"} {
 					if _, ok := lookupAttr(d, a); ok {
 						t.Errorf("%s published", a)
 					}
 				}
-				if got := attrOf(d, qualify("board_id")).StringValue; got == nil || len(*got) != 64 {
+				if got := attrOf(d, AttrBoardID).StringValue; got == nil || len(*got) != 64 {
 					t.Errorf("64-byte board_id not published: %v", got)
 				}
 				var omitted []string
@@ -249,7 +249,7 @@ func TestBuildCases(t *testing.T) {
 				if diff := cmp.Diff(want, skipped); diff != "" {
 					t.Errorf("skipped ports (-want +got):\n%s", diff)
 				}
-				if got := *attrOf(device(t, res, "mlx5-0-p1"), qualify("ibdev")).StringValue; got != "mlx5-0" {
+				if got := *attrOf(device(t, res, "mlx5-0-p1"), AttrIBDev).StringValue; got != "mlx5-0" {
 					t.Errorf("mlx5-0-p1 belongs to %q, want the port that sorts first", got)
 				}
 			},

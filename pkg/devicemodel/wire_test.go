@@ -36,8 +36,8 @@ func TestAttributeNamesOnWire(t *testing.T) {
 				t.Errorf("short key ibdev present = %v, want %v", ok, !tc.wantNoShortKey)
 			}
 			// Consumers find it by the fully qualified name either way.
-			if v, ok := LookupAttribute(tc.driver, &d, qualify("ibdev")); !ok || *v.StringValue != "mlx5_0" {
-				t.Errorf("LookupAttribute(%s) = %+v, %v", qualify("ibdev"), v, ok)
+			if v, ok := LookupAttribute(tc.driver, &d, AttrIBDev); !ok || *v.StringValue != "mlx5_0" {
+				t.Errorf("LookupAttribute(%s) = %+v, %v", AttrIBDev, v, ok)
 			}
 			// Capacities stay fully qualified: the allocator compares them literally.
 			shared := device(t, res, "mlx5-0-p1-shared")
