@@ -1,5 +1,6 @@
-// Package kind holds the kind cluster of the demo; its test keeps the config valid.
-package kind
+// Package demo checks the demos' files: the kind cluster config of demo/kind is valid for
+// kind (here, so that the driver's module does not depend on kind).
+package demo
 
 import (
 	"os"
@@ -10,6 +11,9 @@ import (
 	kindv1alpha4 "sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 	"sigs.k8s.io/yaml"
 )
+
+// kindDir is the kind demo, from test/demo.
+const kindDir = "../../demo/kind"
 
 // decodeConfig decodes a kind cluster config strictly with kind's own types: an unknown
 // or misspelled field is an error here, where kind would ignore it.
@@ -22,7 +26,7 @@ func decodeConfig(data []byte) (*kindv1alpha4.Cluster, error) {
 }
 
 func TestKindConfig(t *testing.T) {
-	data, err := os.ReadFile("kind-config.yaml")
+	data, err := os.ReadFile(kindDir + "/kind-config.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +34,7 @@ func TestKindConfig(t *testing.T) {
 	if err != nil {
 		t.Fatalf("decode kind-config.yaml: %v", err)
 	}
-	script, err := os.ReadFile("up.sh")
+	script, err := os.ReadFile(kindDir + "/up.sh")
 	if err != nil {
 		t.Fatal(err)
 	}
