@@ -33,21 +33,30 @@ func (s *sink) PublishResources(_ context.Context, r resourceslice.DriverResourc
 	return nil
 }
 
-// taints returns the taints of every published device of a port, by device name.
-func (s *sink) taints(ibdev string, port int) map[string][]resourceapi.DeviceTaint {
+// devices returns the published devices of a port: its exclusive and its shared one.
+func (s *sink) devices(ibdev string, port int) []resourceapi.Device {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	whole := devicemodel.DeviceName(ibdev, port)
 	names := map[string]bool{whole: true, devicemodel.SharedDeviceName(whole): true}
-	out := map[string][]resourceapi.DeviceTaint{}
+	var out []resourceapi.Device
 	for _, pool := range s.last.Pools {
 		for _, sl := range pool.Slices {
 			for _, d := range sl.Devices {
 				if names[d.Name] {
-					out[d.Name] = d.Taints
+					out = append(out, d)
 				}
 			}
 		}
+	}
+	return out
+}
+
+// taints returns the taints of every published device of a port, by device name.
+func (s *sink) taints(ibdev string, port int) map[string][]resourceapi.DeviceTaint {
+	out := map[string][]resourceapi.DeviceTaint{}
+	for _, d := range s.devices(ibdev, port) {
+		out[d.Name] = d.Taints
 	}
 	return out
 }

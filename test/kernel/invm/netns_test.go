@@ -9,8 +9,10 @@ import (
 
 	"k8s.io/klog/v2/ktesting"
 
+	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/netattach"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/plugin"
 	"github.com/rdma-dra/rdma-dra-driver/test/kernel/rdmacore"
 )
 
@@ -31,7 +33,7 @@ func setNetnsMode(t *testing.T, mode string) {
 // modes, with the driver's library and its CLI, against `rdma system show`.
 func TestNetnsMode(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	newRoCE(t, "rxe5", "veth5", "veth5p")
+	r := newRoCE(t, "rxe5", "veth5", "veth5p")
 	t.Cleanup(func() { setNetnsMode(t, "shared") })
 	for _, mode := range []string{"exclusive", "shared"} {
 		t.Run(mode, func(t *testing.T) {
@@ -52,6 +54,28 @@ func TestNetnsMode(t *testing.T) {
 			}
 			if cli := discoverCLI(t); string(cli.NetnsMode) != mode {
 				t.Errorf("rdma-dra discover: %q, want %q", cli.NetnsMode, mode)
+			}
+			// What the plugin does with it: the publisher's answer (which makes prepare
+			// refuse shares in exclusive mode) and the rdma_netns attribute of the slices.
+			out := &sink{}
+			pub := plugin.NewPublisher(discovery.New(discovery.Options{UseNetlink: true}),
+				devicemodel.Options{NodeName: "vm"}, plugin.ModelPartitionable, plugin.PublisherOptions{})
+			pub.SetSink(out)
+			if err := pub.Sync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := pub.NetnsExclusive(); got != (mode == "exclusive") {
+				t.Errorf("Publisher.NetnsExclusive() = %v in %s mode", got, mode)
+			}
+			devices := out.devices(r.IBDev, 1)
+			if len(devices) == 0 {
+				t.Fatalf("no device of %s published", r.IBDev)
+			}
+			for _, d := range devices {
+				v, ok := devicemodel.LookupAttribute(devicemodel.DefaultDriverName, &d, devicemodel.AttrRDMANetns)
+				if !ok || v.StringValue == nil || *v.StringValue != mode {
+					t.Errorf("device %s: %s = %+v, want %q", d.Name, devicemodel.AttrRDMANetns, v, mode)
+				}
 			}
 		})
 	}
