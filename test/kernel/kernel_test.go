@@ -115,8 +115,7 @@ func TestKernelVM(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(cache, "bin")
-	goBuild(t, ctx, repo, "build", "-trimpath", "-ldflags=-s -w", "-o", filepath.Join(bin, "rdma-dra"), "./cmd/rdma-dra")
-	goBuild(t, ctx, repo, "build", "-trimpath", "-ldflags=-s -w", "-o", filepath.Join(bin, "rdma-dra-cdi-hook"), "./cmd/rdma-dra-cdi-hook")
+	goBuild(t, ctx, repo, "build", "-trimpath", "-ldflags=-s -w", "-o", bin+"/", "./cmd/rdma-dra", "./cmd/rdma-dra-cdi-hook")
 	goBuild(t, ctx, filepath.Join(repo, "test"), "test", "-c", "-tags", "kernelvm", "-trimpath", "-ldflags=-s -w", "-o", filepath.Join(bin, "kernel.test"), "./kernel/invm")
 
 	var extra []string

@@ -73,8 +73,7 @@ func TestAttachRoCE(t *testing.T) {
 	}
 
 	t.Run("GID index is the kernel's entry of the pod address", func(t *testing.T) {
-		v := readRdmaCore(t)
-		_, port := v.port(r.IBDev, 1)
+		_, port := readDevinfo(t).port(r.IBDev, 1)
 		table, err := discovery.ReadGIDTable("/sys", r.IBDev, 1)
 		if err != nil {
 			t.Fatal(err)
@@ -135,8 +134,7 @@ func TestAttachRoCE(t *testing.T) {
 	t.Run("a GID index outside the pod is refused", func(t *testing.T) {
 		// The control: the host's own entry (its netdev is in the host namespace)
 		// used from a pod.
-		v := readRdmaCore(t)
-		_, port := v.port(r.IBDev, 1)
+		_, port := readDevinfo(t).port(r.IBDev, 1)
 		hostIdx := -1
 		for _, g := range port.GIDs {
 			if g.Addr.Unmap() == host {
@@ -166,7 +164,7 @@ func TestAttachRoCE(t *testing.T) {
 			}
 		}
 		eventually(t, "the pod GIDs leave the table", func() (bool, string) {
-			_, port := readRdmaCore(t).port(r.IBDev, 1)
+			_, port := readDevinfo(t).port(r.IBDev, 1)
 			for _, g := range port.GIDs {
 				for _, p := range pods {
 					if g.Addr.Unmap() == p.addr {

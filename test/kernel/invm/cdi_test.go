@@ -141,16 +141,12 @@ func TestCDIWithRunc(t *testing.T) {
 // rdmaCoreGIDIndex is the GID index the documented rule gives on ibv_devinfo's table.
 func rdmaCoreGIDIndex(t *testing.T, ibdev string) int {
 	t.Helper()
-	_, p := readRdmaCore(t).port(ibdev, 1)
+	_, p := readDevinfo(t).port(ibdev, 1)
 	if p == nil {
 		t.Fatalf("%s not listed by ibv_devinfo", ibdev)
 	}
-	return rdmacoreIndexOf(p)
+	return rdmacore.RoCEv2GIDIndex(p.GIDs)
 }
-
-// rdmacoreIndexOf is the GID index the documented rule gives on a port's table as
-// ibv_devinfo prints it, -1 for none.
-func rdmacoreIndexOf(p *rdmacore.Port) int { return rdmacore.RoCEv2GIDIndex(p.GIDs) }
 
 func readOCISpec(t *testing.T, name string) *oci.Spec {
 	t.Helper()

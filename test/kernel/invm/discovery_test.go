@@ -17,11 +17,39 @@ import (
 	"github.com/rdma-dra/rdma-dra-driver/test/kernel/rdmacore"
 )
 
+// devinfo is what ibv_devinfo -v says of the node: all the waits need, and the cheapest
+// of the tools to run.
+type devinfo []rdmacore.Device
+
+func readDevinfo(t *testing.T) devinfo {
+	t.Helper()
+	devs, err := rdmacore.ParseDevinfo(run(t, "ibv_devinfo", "-v"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return devs
+}
+
+// port finds a port of a device.
+func (d devinfo) port(ibdev string, port int) (*rdmacore.Device, *rdmacore.Port) {
+	for i := range d {
+		if d[i].Name != ibdev {
+			continue
+		}
+		for j := range d[i].Ports {
+			if d[i].Ports[j].Number == port {
+				return &d[i], &d[i].Ports[j]
+			}
+		}
+	}
+	return nil, nil
+}
+
 // rdmaCoreView is everything rdma-core and iproute2 say about the node at one moment.
 type rdmaCoreView struct {
-	devinfo []rdmacore.Device
-	links   []rdmacore.Link
-	devs    []rdmacore.Dev
+	devinfo
+	links []rdmacore.Link
+	devs  []rdmacore.Dev
 	// netdevs maps a netdev name to what `ip -j link` says of it.
 	netdevs map[string]ipLink
 }
@@ -40,38 +68,15 @@ type ipLink struct {
 
 func readRdmaCore(t *testing.T) rdmaCoreView {
 	t.Helper()
-	var v rdmaCoreView
-	var err error
-	if v.devinfo, err = rdmacore.ParseDevinfo(run(t, "ibv_devinfo", "-v")); err != nil {
-		t.Fatal(err)
-	}
-	if v.links, err = rdmacore.ParseLinks([]byte(run(t, "rdma", "-j", "link", "show"))); err != nil {
-		t.Fatal(err)
-	}
-	if v.devs, err = rdmacore.ParseDevs([]byte(run(t, "rdma", "-j", "dev", "show"))); err != nil {
-		t.Fatal(err)
-	}
+	v := rdmaCoreView{devinfo: readDevinfo(t), netdevs: map[string]ipLink{}}
+	runJSON(t, &v.links, "rdma", "-j", "link", "show")
+	runJSON(t, &v.devs, "rdma", "-j", "dev", "show")
 	var links []ipLink
 	runJSON(t, &links, "ip", "-j", "-d", "link", "show")
-	v.netdevs = map[string]ipLink{}
 	for _, l := range links {
 		v.netdevs[l.Name] = l
 	}
 	return v
-}
-
-func (v rdmaCoreView) port(ibdev string, port int) (*rdmacore.Device, *rdmacore.Port) {
-	for i := range v.devinfo {
-		if v.devinfo[i].Name != ibdev {
-			continue
-		}
-		for j := range v.devinfo[i].Ports {
-			if v.devinfo[i].Ports[j].Number == port {
-				return &v.devinfo[i], &v.devinfo[i].Ports[j]
-			}
-		}
-	}
-	return nil, nil
 }
 
 // discoverCLI runs the driver's CLI on the live sysfs, as an operator would.
@@ -153,7 +158,7 @@ func TestDiscoveryMatchesRdmaCore(t *testing.T) {
 				run(t, c[0], c[1:]...)
 			}
 			eventually(t, "rdma-core shows the change", func() (bool, string) {
-				v := readRdmaCore(t)
+				v := readDevinfo(t)
 				for ibdev, want := range ph.state {
 					_, p := v.port(ibdev, 1)
 					if p == nil {

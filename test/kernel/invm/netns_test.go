@@ -113,10 +113,8 @@ func TestExclusiveModeAttach(t *testing.T) {
 	if out := run(t, "ip", "-o", "link", "show"); strings.Contains(out, "rdt") {
 		t.Errorf("a temporary interface is left in the host:\n%s", out)
 	}
-	links, err := rdmacore.ParseLinks([]byte(run(t, "rdma", "-j", "link", "show")))
-	if err != nil {
-		t.Fatal(err)
-	}
+	var links []rdmacore.Link
+	runJSON(t, &links, "rdma", "-j", "link", "show")
 	if findLink(links, r.IBDev, 1) == nil {
 		t.Errorf("%s is no longer in the host: %+v", r.IBDev, links)
 	}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"testing"
+
+	"github.com/rdma-dra/rdma-dra-driver/test/kernel/rdmacore"
 )
 
 // envInVM is set by the VM's /init. Without it the binary is on a real node, where only
@@ -37,8 +39,8 @@ func TestNodeMatchesRdmaCore(t *testing.T) {
 		r := newRoCE(t, "rxe7", "veth7", "veth7p")
 		run(t, "ip", "addr", "add", "192.168.82.1/24", "dev", r.Netdev)
 		eventually(t, "rxe7's IPv4 GID", func() (bool, string) {
-			_, p := readRdmaCore(t).port(r.IBDev, 1)
-			if p != nil && rdmacoreIndexOf(p) >= 0 {
+			_, p := readDevinfo(t).port(r.IBDev, 1)
+			if p != nil && rdmacore.RoCEv2GIDIndex(p.GIDs) >= 0 {
 				return true, ""
 			}
 			return false, "no RoCE v2 IPv4 entry yet"

@@ -1,12 +1,11 @@
 // Package rdmacore reads what rdma-core's and iproute2's tools print, so that the
 // real-kernel tests can hold the driver's discovery against them: ibv_devinfo -v (which
 // asks the kernel through the verbs ioctls, not sysfs), `rdma -j link` and `rdma -j dev`
-// (RDMA netlink) and `rdma system` (the netns mode).
+// (RDMA netlink, JSON into Link and Dev) and `rdma system` (the netns mode).
 package rdmacore
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"net/netip"
 	"regexp"
@@ -170,7 +169,7 @@ func parseNumbered(s string) (string, int, error) {
 	return m[1], v, err
 }
 
-// Link is one entry of `rdma -j link show`.
+// Link is one entry of `rdma -j link show` (the JSON decodes into it as it is).
 type Link struct {
 	IBDev         string `json:"ifname"`
 	Port          int    `json:"port"`
@@ -180,31 +179,13 @@ type Link struct {
 	NetdevIndex   int    `json:"netdev_index"`
 }
 
-// ParseLinks reads `rdma -j link show`.
-func ParseLinks(out []byte) ([]Link, error) {
-	var links []Link
-	if err := json.Unmarshal(out, &links); err != nil {
-		return nil, fmt.Errorf("rdma link: %w", err)
-	}
-	return links, nil
-}
-
-// Dev is one entry of `rdma -j dev show`.
+// Dev is one entry of `rdma -j dev show` (the JSON decodes into it as it is).
 type Dev struct {
 	IBDev        string `json:"ifname"`
 	NodeType     string `json:"node_type"`
 	NodeGUID     string `json:"node_guid"`
 	SysImageGUID string `json:"sys_image_guid"`
 	FW           string `json:"fw"`
-}
-
-// ParseDevs reads `rdma -j dev show`.
-func ParseDevs(out []byte) ([]Dev, error) {
-	var devs []Dev
-	if err := json.Unmarshal(out, &devs); err != nil {
-		return nil, fmt.Errorf("rdma dev: %w", err)
-	}
-	return devs, nil
 }
 
 // ParseNetnsMode reads the mode from `rdma system show` ("netns shared copy-on-fork

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"os/exec"
@@ -183,7 +184,8 @@ func writeCPIO(name string, files map[string]entry) error {
 	if err != nil {
 		return err
 	}
-	w := cpio.NewWriter(f)
+	bw := bufio.NewWriterSize(f, 1<<20)
+	w := cpio.NewWriter(bw)
 	for _, d := range slices.Sorted(maps.Keys(dirs)) {
 		if err := w.WriteHeader(&cpio.Header{Name: strings.TrimPrefix(d, "/"), Mode: cpio.TypeDir | 0o755}); err != nil {
 			f.Close()
@@ -191,27 +193,47 @@ func writeCPIO(name string, files map[string]entry) error {
 		}
 	}
 	for _, p := range slices.Sorted(maps.Keys(files)) {
-		e := files[p]
-		data := e.data
-		if data == nil {
-			// ReadFile follows symbolic links: a soname link becomes the library itself.
-			if data, err = os.ReadFile(e.src); err != nil {
-				f.Close()
-				return fmt.Errorf("initramfs %s: %w", p, err)
-			}
-		}
-		if err := w.WriteHeader(&cpio.Header{Name: strings.TrimPrefix(p, "/"), Mode: cpio.TypeReg | e.mode, Size: int64(len(data))}); err != nil {
+		if err := writeEntry(w, p, files[p]); err != nil {
 			f.Close()
-			return err
-		}
-		if _, err := w.Write(data); err != nil {
-			f.Close()
-			return err
+			return fmt.Errorf("initramfs %s: %w", p, err)
 		}
 	}
 	if err := w.Close(); err != nil {
 		f.Close()
 		return err
 	}
+	if err := bw.Flush(); err != nil {
+		f.Close()
+		return err
+	}
 	return f.Close()
+}
+
+// writeEntry writes one regular file, streaming it from its source: the test binary alone
+// is tens of megabytes.
+func writeEntry(w *cpio.Writer, p string, e entry) error {
+	hdr := &cpio.Header{Name: strings.TrimPrefix(p, "/"), Mode: cpio.TypeReg | e.mode, Size: int64(len(e.data))}
+	if e.data != nil {
+		if err := w.WriteHeader(hdr); err != nil {
+			return err
+		}
+		_, err := w.Write(e.data)
+		return err
+	}
+	// Open follows symbolic links: a soname link becomes the library itself.
+	src, err := os.Open(e.src)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	st, err := src.Stat()
+	if err != nil {
+		return err
+	}
+	hdr.Size = st.Size()
+	if err := w.WriteHeader(hdr); err != nil {
+		return err
+	}
+	_, err = io.Copy(w, src)
+	return err
 }

@@ -74,65 +74,77 @@ func LockKey(pkgs []Package) string {
 	return hex.EncodeToString(h.Sum(nil))[:12]
 }
 
-// Fetch downloads each package with apt-get into cache/debs/<name>_<version>/, unless it
-// is there already, and returns the .deb files in the packages' order. The machine's apt
-// sources must have the versions (apt-get update first); a version no longer in the
-// archive is reported with the command that pins the current ones.
+// Fetch downloads the packages that are not in cache/debs yet with one apt-get call and
+// returns the .deb files in the packages' order (apt's file names, name_version_arch.deb,
+// with the epoch's colon as %3a). The machine's apt sources must have the versions
+// (apt-get update first); a version no longer in the archive is reported with the command
+// that pins the current ones.
 func Fetch(ctx context.Context, cache string, pkgs []Package, logf func(string, ...any)) ([]string, error) {
 	for _, tool := range []string{"apt-get", "dpkg-deb"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return nil, fmt.Errorf("the real-kernel VM is built from Debian packages and needs %s (Debian or Ubuntu): %w", tool, err)
 		}
 	}
-	var debs []string
-	for _, p := range pkgs {
-		dir := filepath.Join(cache, "debs", p.Name+"_"+strings.ReplaceAll(p.Version, ":", "%3a"))
-		if deb, err := onlyDeb(dir); err == nil {
-			debs = append(debs, deb)
-			continue
+	dir := filepath.Join(cache, "debs")
+	find := func(d string, p Package) (string, error) {
+		prefix := p.Name + "_" + strings.ReplaceAll(p.Version, ":", "%3a") + "_"
+		m, err := filepath.Glob(filepath.Join(d, prefix+"*.deb"))
+		if err != nil || len(m) != 1 {
+			return "", fmt.Errorf("%s: want one %s*.deb, found %d", d, prefix, len(m))
 		}
-		tmp := dir + ".part"
+		return m[0], nil
+	}
+	var missing []Package
+	for _, p := range pkgs {
+		if _, err := find(dir, p); err != nil {
+			missing = append(missing, p)
+		}
+	}
+	if len(missing) > 0 {
+		// Downloads land in a directory of their own and move into the cache whole, so
+		// that an interrupted download never passes for a cached package.
+		tmp := filepath.Join(cache, "debs.part")
 		if err := os.RemoveAll(tmp); err != nil {
 			return nil, err
 		}
-		if err := os.MkdirAll(tmp, 0o755); err != nil {
-			return nil, err
+		for _, d := range []string{tmp, dir} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				return nil, err
+			}
 		}
-		logf("downloading %s %s", p.Name, p.Version)
-		cmd := exec.CommandContext(ctx, "apt-get", "download", "-q", "-o", "APT::Sandbox::User=root", p.Name+"="+p.Version)
+		args := []string{"download", "-q", "-o", "APT::Sandbox::User=root"}
+		for _, p := range missing {
+			args = append(args, p.Name+"="+p.Version)
+		}
+		logf("downloading %d packages", len(missing))
+		cmd := exec.CommandContext(ctx, "apt-get", args...)
 		cmd.Dir = tmp
 		if out, err := cmd.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("download %s %s: %w: %s\n(if the archive has moved on, pin its current versions with make e2e-kernel-lock)",
-				p.Name, p.Version, err, bytes.TrimSpace(out))
+			return nil, fmt.Errorf("download the VM's packages: %w: %s\n(if the archive has moved on, pin its current versions with make e2e-kernel-lock)",
+				err, bytes.TrimSpace(out))
 		}
-		if _, err := onlyDeb(tmp); err != nil {
-			return nil, fmt.Errorf("download %s %s: %w", p.Name, p.Version, err)
+		for _, p := range missing {
+			deb, err := find(tmp, p)
+			if err != nil {
+				return nil, fmt.Errorf("download %s %s: %w", p.Name, p.Version, err)
+			}
+			if err := os.Rename(deb, filepath.Join(dir, filepath.Base(deb))); err != nil {
+				return nil, err
+			}
 		}
-		if err := os.RemoveAll(dir); err != nil {
+		if err := os.RemoveAll(tmp); err != nil {
 			return nil, err
 		}
-		if err := os.Rename(tmp, dir); err != nil {
-			return nil, err
-		}
-		deb, err := onlyDeb(dir)
+	}
+	debs := make([]string, 0, len(pkgs))
+	for _, p := range pkgs {
+		deb, err := find(dir, p)
 		if err != nil {
 			return nil, err
 		}
 		debs = append(debs, deb)
 	}
 	return debs, nil
-}
-
-// onlyDeb returns the one .deb file in dir.
-func onlyDeb(dir string) (string, error) {
-	m, err := filepath.Glob(filepath.Join(dir, "*.deb"))
-	if err != nil {
-		return "", err
-	}
-	if len(m) != 1 {
-		return "", fmt.Errorf("%s: want one .deb file, found %d", dir, len(m))
-	}
-	return m[0], nil
 }
 
 // Extract unpacks the packages into one tree, cache/root-<key>, reused while it is
