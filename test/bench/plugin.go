@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"github.com/rdma-dra/rdma-dra-driver/test/bench/controlplane"
+
 	"bufio"
 	"context"
 	"fmt"
@@ -49,7 +51,7 @@ func buildPlugin(ctx context.Context, repo, binDir, srcDir string) (path, source
 
 func goBuildPlugin(ctx context.Context, dir, binDir string) error {
 	for _, b := range []string{"rdma-dra-kubeletplugin", "rdma-dra-cdi-hook"} {
-		cmd := exec.CommandContext(ctx, goCommand(), "build", "-trimpath", "-o", filepath.Join(binDir, b), "./cmd/"+b)
+		cmd := exec.CommandContext(ctx, controlplane.GoCommand(), "build", "-trimpath", "-o", filepath.Join(binDir, b), "./cmd/"+b)
 		cmd.Dir = dir
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("build %s: %w\n%s", b, err, out)
@@ -89,7 +91,7 @@ type Plugin struct {
 	SysRoot string
 	// Socket is the DRA gRPC socket the kubelet would call.
 	Socket string
-	proc   *process
+	proc   *controlplane.Process
 }
 
 // startPlugin writes the mock node, starts the plugin against it and waits until its
@@ -124,7 +126,7 @@ func startPlugin(ctx context.Context, kube kubernetes.Interface, o PluginOptions
 	if o.MetricsAddress != "" {
 		args = append(args, "--metrics-address="+o.MetricsAddress)
 	}
-	proc, err := startProcess(ctx, "rdma-dra-kubeletplugin", o.LogFile, o.Binary, args...)
+	proc, err := controlplane.StartProcess(ctx, "rdma-dra-kubeletplugin", o.LogFile, o.Binary, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -133,8 +135,8 @@ func startPlugin(ctx context.Context, kube kubernetes.Interface, o PluginOptions
 	// follow read the pool's devices at once.
 	var notReady error
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		if proc.exited() {
-			return false, fmt.Errorf("plugin for %s exited: %v; see %s", o.NodeName, proc.err, o.LogFile)
+		if proc.Exited() {
+			return false, fmt.Errorf("plugin for %s exited: %v; see %s", o.NodeName, proc.Err(), o.LogFile)
 		}
 		if _, notReady = os.Stat(p.Socket); notReady != nil {
 			return false, nil
@@ -166,7 +168,7 @@ func (p *Plugin) Pool() string { return p.Opts.NodeName + devicemodel.PoolSuffix
 func (p *Plugin) Pid() int { return p.proc.Pid() }
 
 // Stop stops the plugin.
-func (p *Plugin) Stop(ctx context.Context) { p.proc.stop(ctx, 10*time.Second) }
+func (p *Plugin) Stop(ctx context.Context) { p.proc.Stop(ctx, 10*time.Second) }
 
 // completePool returns the devices of the driver's pool once slices hold all of it, in slice name
 // order: every slice of the pool's newest generation is there, as many as that

@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"github.com/rdma-dra/rdma-dra-driver/test/bench/controlplane"
+
 	"bufio"
 	"context"
 	"errors"
@@ -50,7 +52,7 @@ func buildReference(ctx context.Context, repo, binDir string) (path, version str
 		return "", "", err
 	}
 	path = filepath.Join(binDir, "dra-example-kubeletplugin")
-	cmd := exec.CommandContext(ctx, goCommand(), "build", "-trimpath", "-mod=readonly", "-o", path, referencePackage)
+	cmd := exec.CommandContext(ctx, controlplane.GoCommand(), "build", "-trimpath", "-mod=readonly", "-o", path, referencePackage)
 	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", version, fmt.Errorf("build %s@%s: %w\n%s", referencePackage, version, err, out)
@@ -76,7 +78,7 @@ func referenceVersion(goMod string) (string, error) {
 // referencePlugin is a running reference kubelet plugin.
 type referencePlugin struct {
 	socket string
-	proc   *process
+	proc   *controlplane.Process
 }
 
 // startReference starts the reference plugin for node with the same client limits and
@@ -92,7 +94,7 @@ func startReference(ctx context.Context, kube kubernetes.Interface, bin, dir, cd
 			return nil, fmt.Errorf("create %s: %w", d, err)
 		}
 	}
-	proc, err := startProcess(ctx, "dra-example-kubeletplugin", logFile, bin,
+	proc, err := controlplane.StartProcess(ctx, "dra-example-kubeletplugin", logFile, bin,
 		"--node-name="+referenceNode, "--device-profile=gpu", "--num-devices="+strconv.Itoa(referenceGPUs),
 		"--cdi-root="+cdiDir, "--kubelet-registrar-directory-path="+registry, "--kubelet-plugins-directory-path="+plugins,
 		"--kubeconfig="+kubeconfig, "--kube-api-qps="+strconv.Itoa(defaultQPS), "--kube-api-burst="+strconv.Itoa(defaultBurst),
@@ -103,8 +105,8 @@ func startReference(ctx context.Context, kube kubernetes.Interface, bin, dir, cd
 	p := &referencePlugin{socket: filepath.Join(plugins, referenceDriver, "dra.sock"), proc: proc}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		if proc.exited() {
-			return nil, fmt.Errorf("reference plugin exited: %v; see %s", proc.err, logFile)
+		if proc.Exited() {
+			return nil, fmt.Errorf("reference plugin exited: %v; see %s", proc.Err(), logFile)
 		}
 		if _, err := os.Stat(p.socket); err == nil {
 			if s, err := nodeSlices(ctx, kube, referenceNode); err == nil && len(s) > 0 {
@@ -112,7 +114,7 @@ func startReference(ctx context.Context, kube kubernetes.Interface, bin, dir, cd
 			}
 		}
 		if time.Now().After(deadline) {
-			proc.stop(ctx, 10*time.Second)
+			proc.Stop(ctx, 10*time.Second)
 			return nil, fmt.Errorf("reference plugin not ready after 60s; see %s", logFile)
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -179,13 +181,13 @@ type ReferenceComparison struct {
 
 // compareReference runs the comparison against the loaded plugin p and fills the
 // headline ratios and the dropped status count.
-func compareReference(ctx context.Context, cp *ControlPlane, p *Plugin, refBin, refVersion, work, logs, cdiBase string, sc scale, r *Results) error {
+func compareReference(ctx context.Context, cp *controlplane.ControlPlane, p *Plugin, refBin, refVersion, work, logs, cdiBase string, sc scale, r *Results) error {
 	logger := klog.FromContext(ctx)
 	ref, err := startReference(ctx, cp.Client, refBin, filepath.Join(work, referenceNode), filepath.Join(cdiBase, referenceNode), cp.Kubeconfig, filepath.Join(logs, referenceNode+".log"))
 	if err != nil {
 		return err
 	}
-	defer ref.proc.stop(ctx, 10*time.Second)
+	defer ref.proc.Stop(ctx, 10*time.Second)
 	refClient, closeRef, err := dialSocket(ref.socket)
 	if err != nil {
 		return err
@@ -271,7 +273,7 @@ func compareReference(ctx context.Context, cp *ControlPlane, p *Plugin, refBin, 
 // checkStatusWritten prepares every claim once, lets the plugin's status writer drain,
 // and counts the claims whose status.devices the API server does not have, plus the
 // updates the plugin counted as refused for good: the status updates the run dropped.
-func checkStatusWritten(ctx context.Context, cp *ControlPlane, p *Plugin, cmp *ReferenceComparison, r *Results) error {
+func checkStatusWritten(ctx context.Context, cp *controlplane.ControlPlane, p *Plugin, cmp *ReferenceComparison, r *Results) error {
 	client, closeConn, err := dialPlugin(p)
 	if err != nil {
 		return err
@@ -319,7 +321,7 @@ func checkStatusWritten(ctx context.Context, cp *ControlPlane, p *Plugin, cmp *R
 
 // statusOfGroup prepares claims at once, waits until the plugin wrote their status,
 // counts those whose status.devices the API server lacks, and unprepares them again.
-func statusOfGroup(ctx context.Context, cp *ControlPlane, client drapb.DRAPluginClient, p *Plugin, claims []*drapb.Claim) (int, error) {
+func statusOfGroup(ctx context.Context, cp *controlplane.ControlPlane, client drapb.DRAPluginClient, p *Plugin, claims []*drapb.Claim) (int, error) {
 	var wg sync.WaitGroup
 	errs := make([]error, len(claims))
 	for i, c := range claims {

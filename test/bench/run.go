@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"github.com/rdma-dra/rdma-dra-driver/test/bench/controlplane"
+
 	"context"
 	"errors"
 	"fmt"
@@ -194,11 +196,11 @@ func measureLocal(ctx context.Context, o Options, sc scale, work string, r *Resu
 func measureCluster(ctx context.Context, o Options, sc scale, work, pluginBin string, ref reference, r *Results) error {
 	logger := klog.FromContext(ctx)
 	logs := filepath.Join(o.Out, "logs")
-	bins, err := cachedBinaries(ctx, o.Repo)
+	bins, err := controlplane.CachedBinaries(ctx, o.Repo)
 	if err != nil {
 		return err
 	}
-	cp, err := startControlPlane(ctx, bins, filepath.Join(work, "control-plane"), logs)
+	cp, err := controlplane.Start(ctx, bins, filepath.Join(work, "control-plane"), logs)
 	if err != nil {
 		return err
 	}
@@ -217,7 +219,7 @@ func measureCluster(ctx context.Context, o Options, sc scale, work, pluginBin st
 		if _, err := cp.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 			return nil, fmt.Errorf("create node %s: %w", name, err)
 		}
-		port, err := freePorts(1)
+		port, err := controlplane.FreePorts(1)
 		if err != nil {
 			return nil, err
 		}
@@ -297,7 +299,7 @@ func eventPeriod(rescan time.Duration) time.Duration {
 }
 
 // measurePrepare runs the prepare loads against the plugin.
-func measurePrepare(ctx context.Context, cp *ControlPlane, p *Plugin, sc scale, r *Results) error {
+func measurePrepare(ctx context.Context, cp *controlplane.ControlPlane, p *Plugin, sc scale, r *Results) error {
 	client, closeConn, err := dialPlugin(p)
 	if err != nil {
 		return err

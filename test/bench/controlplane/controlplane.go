@@ -1,10 +1,11 @@
-package bench
+// Package controlplane runs the Kubernetes control-plane programs of the local cluster's
+// binary cache (etcd, kube-apiserver, kube-scheduler, kube-controller-manager) as plain
+// processes on loopback ports, for the benchmark and scale harnesses.
+package controlplane
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -12,8 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"syscall"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -30,11 +29,11 @@ type Binaries struct {
 	Etcd, APIServer string
 }
 
-// cachedBinaries finds etcd and kube-apiserver in the local cluster's binary cache
+// CachedBinaries finds etcd and kube-apiserver in the local cluster's binary cache
 // (_output/cluster-cache, filled by `make cluster-build`) at the versions the test module
 // pins. It does not build: the make target does that once, through the cluster tool.
-func cachedBinaries(ctx context.Context, repo string) (Binaries, error) {
-	cache, err := bincache.New(ctx, filepath.Join(repo, "_output", "cluster-cache"), filepath.Join(repo, "test"), goCommand(),
+func CachedBinaries(ctx context.Context, repo string) (Binaries, error) {
+	cache, err := bincache.New(ctx, filepath.Join(repo, "_output", "cluster-cache"), filepath.Join(repo, "test"), GoCommand(),
 		"unused", slog.New(slog.DiscardHandler))
 	if err != nil {
 		return Binaries{}, fmt.Errorf("resolve the binary cache: %w", err)
@@ -48,8 +47,8 @@ func cachedBinaries(ctx context.Context, repo string) (Binaries, error) {
 	return b, nil
 }
 
-// goCommand is the go command: $GO, go on PATH, or the toolchain under /usr/local/go.
-func goCommand() string {
+// GoCommand is the go command: $GO, go on PATH, or the toolchain under /usr/local/go.
+func GoCommand() string {
 	if g := os.Getenv("GO"); g != "" {
 		return g
 	}
@@ -66,16 +65,16 @@ type ControlPlane struct {
 	Kubeconfig string
 	Config     *rest.Config
 	Client     kubernetes.Interface
-	procs      []*process
+	procs      []*Process
 }
 
 // apiServerGates are the DRA gates the default device model needs; all are on by
 // default in 1.37, set here so that the run does not depend on that.
 const apiServerGates = "DRAPartitionableDevices=true,DRAConsumableCapacity=true,DRADeviceTaints=true"
 
-// startControlPlane starts etcd (data on disk below dir) and kube-apiserver, and waits
+// Start starts etcd (data on disk below dir) and kube-apiserver, and waits
 // until the API server is ready. Logs go to logDir.
-func startControlPlane(ctx context.Context, bins Binaries, dir, logDir string) (_ *ControlPlane, err error) {
+func Start(ctx context.Context, bins Binaries, dir, logDir string) (_ *ControlPlane, err error) {
 	logger := klog.FromContext(ctx)
 	cp := &ControlPlane{}
 	defer func() {
@@ -84,16 +83,16 @@ func startControlPlane(ctx context.Context, bins Binaries, dir, logDir string) (
 		}
 	}()
 	pkiDir := filepath.Join(dir, "pki")
-	if err := writeControlPlanePKI(pkiDir); err != nil {
+	if err := writePKI(pkiDir); err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(3)
+	ports, err := FreePorts(3)
 	if err != nil {
 		return nil, err
 	}
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(ports[0])
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(ports[1])
-	etcd, err := startProcess(ctx, "etcd", filepath.Join(logDir, "etcd.log"), bins.Etcd,
+	etcd, err := StartProcess(ctx, "etcd", filepath.Join(logDir, "etcd.log"), bins.Etcd,
 		"--name=bench", "--data-dir="+filepath.Join(dir, "etcd"),
 		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
 		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
@@ -102,12 +101,12 @@ func startControlPlane(ctx context.Context, bins Binaries, dir, logDir string) (
 		return nil, err
 	}
 	cp.procs = append(cp.procs, etcd)
-	if err := waitHTTP(ctx, etcd, &http.Client{Timeout: 2 * time.Second}, etcdURL+"/health", 60*time.Second); err != nil {
+	if err := WaitHTTP(ctx, etcd, &http.Client{Timeout: 2 * time.Second}, etcdURL+"/health", 60*time.Second); err != nil {
 		return nil, err
 	}
 	p := func(name string) string { return filepath.Join(pkiDir, name) }
 	apiURL := "https://127.0.0.1:" + strconv.Itoa(ports[2])
-	api, err := startProcess(ctx, "kube-apiserver", filepath.Join(logDir, "kube-apiserver.log"), bins.APIServer,
+	api, err := StartProcess(ctx, "kube-apiserver", filepath.Join(logDir, "kube-apiserver.log"), bins.APIServer,
 		"--etcd-servers="+etcdURL, "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
 		// A loopback advertise address needs the kubernetes service endpoints left alone.
 		"--endpoint-reconciler-type=none",
@@ -139,7 +138,7 @@ func startControlPlane(ctx context.Context, bins Binaries, dir, logDir string) (
 		return nil, fmt.Errorf("admin TLS config: %w", err)
 	}
 	admin := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsCfg}}
-	if err := waitHTTP(ctx, api, admin, apiURL+"/readyz", 120*time.Second); err != nil {
+	if err := WaitHTTP(ctx, api, admin, apiURL+"/readyz", 120*time.Second); err != nil {
 		return nil, err
 	}
 	logger.Info("Control plane is ready", "apiServer", apiURL, "etcd", etcdURL)
@@ -149,12 +148,12 @@ func startControlPlane(ctx context.Context, bins Binaries, dir, logDir string) (
 // Stop stops the processes in reverse order.
 func (cp *ControlPlane) Stop(ctx context.Context) {
 	for i := len(cp.procs) - 1; i >= 0; i-- {
-		cp.procs[i].stop(ctx, 15*time.Second)
+		cp.procs[i].Stop(ctx, 15*time.Second)
 	}
 	cp.procs = nil
 }
 
-func writeControlPlanePKI(dir string) error {
+func writePKI(dir string) error {
 	now := time.Now()
 	ca, err := pki.NewCA("rdma-dra-bench-ca", now)
 	if err != nil {
@@ -196,8 +195,8 @@ current-context: bench
 	return nil
 }
 
-// freePorts returns n loopback TCP ports that were free a moment ago.
-func freePorts(n int) ([]int, error) {
+// FreePorts returns n loopback TCP ports that were free a moment ago.
+func FreePorts(n int) ([]int, error) {
 	var ports []int
 	var ls []net.Listener
 	defer func() {
@@ -214,97 +213,4 @@ func freePorts(n int) ([]int, error) {
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
-}
-
-// process is a child process the harness started, in a process group of its own.
-type process struct {
-	name string
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
-}
-
-// startProcess starts argv with its output appended to logPath.
-func startProcess(ctx context.Context, name, logPath, bin string, args ...string) (*process, error) {
-	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
-		return nil, fmt.Errorf("create log directory: %w", err)
-	}
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("open log of %s: %w", name, err)
-	}
-	fmt.Fprintf(logf, "=== %s %s %s\n", time.Now().Format(time.RFC3339), bin, strings.Join(args, " "))
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		_ = logf.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	p := &process{name: name, cmd: cmd, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		_ = logf.Close()
-		close(p.done)
-	}()
-	klog.FromContext(ctx).V(1).Info("Started process", "name", name, "pid", cmd.Process.Pid, "log", logPath)
-	return p, nil
-}
-
-// Pid is the process ID.
-func (p *process) Pid() int { return p.cmd.Process.Pid }
-
-func (p *process) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// stop sends SIGTERM to the process group, then SIGKILL after grace.
-func (p *process) stop(ctx context.Context, grace time.Duration) {
-	if p.exited() {
-		return
-	}
-	_ = syscall.Kill(-p.Pid(), syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(grace):
-		klog.FromContext(ctx).Info("Process did not stop in time, killing it", "name", p.name, "pid", p.Pid())
-		_ = syscall.Kill(-p.Pid(), syscall.SIGKILL)
-		<-p.done
-	}
-}
-
-// waitHTTP polls url until it answers 200, the process exits or timeout passes.
-func waitHTTP(ctx context.Context, p *process, c *http.Client, url string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	var last error
-	for time.Now().Before(deadline) {
-		if p.exited() {
-			return fmt.Errorf("%s exited: %v", p.name, p.err)
-		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := c.Do(req)
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			err = errors.New(resp.Status)
-		}
-		last = err
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-	return fmt.Errorf("%s not ready after %s: %w", p.name, timeout, last)
 }
