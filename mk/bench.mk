@@ -24,3 +24,20 @@ bench-report: cluster-build bench-tool ## measure the performance figures into d
 bench-test: ## unit tests and Go benchmarks of the benchmark harness
 	cd test && $(GO) test -count=1 ./bench/...
 	cd test && $(GO) test -run '^$$' -bench . -benchtime 5x ./bench/...
+
+# Scale with the real scheduler (test/scale, docs/benchmarks.md "Scale with the real
+# scheduler"): NODES simulated nodes (comma-separated sizes, default 1000) kept Ready by
+# kwok, built from the Go module proxy at the version test/scale/kwok/go.mod pins (about
+# 1.5 minutes cold). SCALE_SMOKE=1 is a quick check of the harness (CI); SCALE_FLAGS passes
+# more flags (-pods, -fills, -latency-pods, -latency-rate, -idle, -flaps).
+SCALE_TOOL := _output/scale/rdma-dra-scale
+KWOK_BIN := _output/scale/bin/kwok
+NODES ?= 1000
+SCALE_FLAGS ?=
+
+.PHONY: bench-scale
+bench-scale: cluster-build ## the scheduler at scale with kwok nodes, against the device plugin's extended resource: _output/bench/scale.json (NODES=1000, SCALE_SMOKE=1)
+	@mkdir -p $(dir $(KWOK_BIN))
+	cd test/scale/kwok && $(GO) build -trimpath -mod=readonly -o $(CURDIR)/$(KWOK_BIN) sigs.k8s.io/kwok/cmd/kwok
+	cd test && $(GO) build -o $(CURDIR)/$(SCALE_TOOL) ./scale/cmd/rdma-dra-scale
+	$(SCALE_TOOL) -repo $(CURDIR) -nodes $(NODES) $(if $(filter 1,$(SCALE_SMOKE)),-smoke) $(SCALE_FLAGS)

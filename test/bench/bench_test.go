@@ -20,7 +20,7 @@ func fixtures(tb testing.TB) (*discovery.Inventory, map[string]*resourceapi.Devi
 	if err != nil {
 		tb.Fatal(err)
 	}
-	classes, err := deviceClasses(repoRoot)
+	classes, err := DeviceClasses(repoRoot)
 	if err != nil {
 		tb.Fatal(err)
 	}

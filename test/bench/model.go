@@ -110,10 +110,10 @@ func measureSliceSizes(inv *discovery.Inventory, variants []Variant) ([]SliceSiz
 	return out, nil
 }
 
-// deviceClasses returns the DeviceClasses the chart's default RdmaPools turn into: the
+// DeviceClasses returns the DeviceClasses the chart's default RdmaPools turn into: the
 // pools are read from the rendered static manifest and their CEL comes from the
 // controller's PoolCEL, so that the allocator selects devices exactly as on a cluster.
-func deviceClasses(repo string) (map[string]*resourceapi.DeviceClass, error) {
+func DeviceClasses(repo string) (map[string]*resourceapi.DeviceClass, error) {
 	path := filepath.Join(repo, "deployments", "static", "rdma-dra-driver.yaml")
 	data, err := os.ReadFile(path)
 	if err != nil {

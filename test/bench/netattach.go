@@ -140,7 +140,7 @@ func runAttach(ctx context.Context, treeBase string, cycles int, maxTime time.Du
 		}
 	}
 	res.Seconds = time.Since(start).Round(time.Millisecond).Seconds()
-	res.LoadAverage = loadAverage()
+	res.LoadAverage = LoadAverage()
 	res.Cycles = len(total)
 	res.Attach, res.Detach, res.AttachDetach = Summarize(attach), Summarize(detach), Summarize(total)
 	if err := f.checkClean(); err != nil {

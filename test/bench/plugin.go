@@ -46,7 +46,7 @@ func buildPlugin(ctx context.Context, repo, binDir, srcDir string) (path, source
 	if err := goBuildPlugin(ctx, srcDir, binDir); err != nil {
 		return "", "", fmt.Errorf("working tree: %w; HEAD: %w", wtErr, err)
 	}
-	return filepath.Join(binDir, "rdma-dra-kubeletplugin"), "HEAD " + gitCommit(repo) + " (the working tree did not build)", nil
+	return filepath.Join(binDir, "rdma-dra-kubeletplugin"), "HEAD " + GitCommit(repo) + " (the working tree did not build)", nil
 }
 
 func goBuildPlugin(ctx context.Context, dir, binDir string) error {

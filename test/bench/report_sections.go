@@ -161,6 +161,7 @@ func firstNodes(d Details) int {
 
 func writeAlloc(b *strings.Builder, r *Results) {
 	fmt.Fprintf(b, "\n## Scheduler allocation: `alloc_ms_per_pod_1000_nodes`\n\n")
+	fmt.Fprintf(b, "The real kube-scheduler with kwok nodes, against the device plugin's extended resource: [benchmarks-scale.md](benchmarks-scale.md) (`make bench-scale`). Here, the allocator alone, called node by node as the scheduler's filter does.\n\n")
 	d := r.Details
 	if len(d.AllocNodes) == 0 {
 		fmt.Fprintf(b, "Not measured in this run.\n")

@@ -89,8 +89,8 @@ func Run(ctx context.Context, o Options) *Results {
 	logger := klog.FromContext(ctx)
 	start := time.Now()
 	r := &Results{Meta: Meta{
-		Smoke: o.Smoke, Started: start.UTC().Format(time.RFC3339), Commit: gitCommit(o.Repo),
-		GoVersion: runtime.Version(), CPUs: runtime.NumCPU(), CPUModel: cpuModel(), LoadBefore: loadAverage(),
+		Smoke: o.Smoke, Started: start.UTC().Format(time.RFC3339), Commit: GitCommit(o.Repo),
+		GoVersion: runtime.Version(), CPUs: runtime.NumCPU(), CPUModel: CPUModel(), LoadBefore: LoadAverage(),
 	}}
 	fail := func(step string, err error) {
 		logger.Error(err, "Benchmark step failed", "step", step)
@@ -125,7 +125,7 @@ func Run(ctx context.Context, o Options) *Results {
 			fail("cluster", err)
 		}
 	}
-	r.Meta.LoadAfter = loadAverage()
+	r.Meta.LoadAfter = LoadAverage()
 	r.Meta.Seconds = time.Since(start).Round(time.Second).Seconds()
 	return r
 }
@@ -163,7 +163,7 @@ func measureLocal(ctx context.Context, o Options, sc scale, work string, r *Resu
 	}
 	r.Details.SliceSizes = sizes
 	r.SliceBytesPerNode = ptr(float64(sizes[0].Bytes))
-	classes, err := deviceClasses(o.Repo)
+	classes, err := DeviceClasses(o.Repo)
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
@@ -359,7 +359,8 @@ func tmpfsDir(fallback string) (string, func(), error) {
 	return dir, func() { _ = os.RemoveAll(dir) }, nil
 }
 
-func gitCommit(repo string) string {
+// GitCommit describes the repository's checked-out commit, "-dirty" when changed.
+func GitCommit(repo string) string {
 	out, err := exec.Command("git", "-C", repo, "describe", "--always", "--dirty").Output()
 	if err != nil {
 		return "unknown"
@@ -367,7 +368,8 @@ func gitCommit(repo string) string {
 	return strings.TrimSpace(string(out))
 }
 
-func loadAverage() float64 {
+// LoadAverage is the 1-minute load average, -1 when unknown.
+func LoadAverage() float64 {
 	data, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
 		return -1
@@ -380,7 +382,8 @@ func loadAverage() float64 {
 	return v
 }
 
-func cpuModel() string {
+// CPUModel is the first CPU's model name.
+func CPUModel() string {
 	data, err := os.ReadFile("/proc/cpuinfo")
 	if err != nil {
 		return "unknown"

@@ -26,10 +26,10 @@ import (
 
 // Binaries are the control-plane programs the harness runs.
 type Binaries struct {
-	Etcd, APIServer string
+	Etcd, APIServer, Scheduler, ControllerManager string
 }
 
-// CachedBinaries finds etcd and kube-apiserver in the local cluster's binary cache
+// CachedBinaries finds etcd and the Kubernetes control-plane programs in the local cluster's binary cache
 // (_output/cluster-cache, filled by `make cluster-build`) at the versions the test module
 // pins. It does not build: the make target does that once, through the cluster tool.
 func CachedBinaries(ctx context.Context, repo string) (Binaries, error) {
@@ -38,8 +38,11 @@ func CachedBinaries(ctx context.Context, repo string) (Binaries, error) {
 	if err != nil {
 		return Binaries{}, fmt.Errorf("resolve the binary cache: %w", err)
 	}
-	b := Binaries{Etcd: cache.Etcd.Path("etcd"), APIServer: cache.Kubernetes.Path("kube-apiserver")}
-	for _, p := range []string{b.Etcd, b.APIServer} {
+	b := Binaries{
+		Etcd: cache.Etcd.Path("etcd"), APIServer: cache.Kubernetes.Path("kube-apiserver"),
+		Scheduler: cache.Kubernetes.Path("kube-scheduler"), ControllerManager: cache.Kubernetes.Path("kube-controller-manager"),
+	}
+	for _, p := range []string{b.Etcd, b.APIServer, b.Scheduler, b.ControllerManager} {
 		if _, err := os.Stat(p); err != nil {
 			return b, fmt.Errorf("%s is missing; run `make cluster-build` first: %w", p, err)
 		}
@@ -65,24 +68,28 @@ type ControlPlane struct {
 	Kubeconfig string
 	Config     *rest.Config
 	Client     kubernetes.Interface
-	procs      []*Process
+	// PKIDir holds the CA and the admin's client certificate.
+	PKIDir string
+	procs  []*Process
+	bins   Binaries
 }
 
-// apiServerGates are the DRA gates the default device model needs; all are on by
+// FeatureGates are the DRA gates the default device model needs; all are on by
 // default in 1.37, set here so that the run does not depend on that.
-const apiServerGates = "DRAPartitionableDevices=true,DRAConsumableCapacity=true,DRADeviceTaints=true"
+const FeatureGates = "DRAPartitionableDevices=true,DRAConsumableCapacity=true,DRADeviceTaints=true"
 
 // Start starts etcd (data on disk below dir) and kube-apiserver, and waits
 // until the API server is ready. Logs go to logDir.
 func Start(ctx context.Context, bins Binaries, dir, logDir string) (_ *ControlPlane, err error) {
 	logger := klog.FromContext(ctx)
-	cp := &ControlPlane{}
+	cp := &ControlPlane{bins: bins}
 	defer func() {
 		if err != nil {
 			cp.Stop(ctx)
 		}
 	}()
 	pkiDir := filepath.Join(dir, "pki")
+	cp.PKIDir = pkiDir
 	if err := writePKI(pkiDir); err != nil {
 		return nil, err
 	}
@@ -115,7 +122,7 @@ func Start(ctx context.Context, bins Binaries, dir, logDir string) (_ *ControlPl
 		"--authorization-mode=Node,RBAC",
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file="+p("sa.pub"), "--service-account-signing-key-file="+p("sa.key"),
-		"--service-cluster-ip-range=10.96.0.0/16", "--feature-gates="+apiServerGates, "--profiling=false")
+		"--service-cluster-ip-range=10.96.0.0/16", "--feature-gates="+FeatureGates, "--profiling=false")
 	if err != nil {
 		return nil, err
 	}
@@ -143,6 +150,17 @@ func Start(ctx context.Context, bins Binaries, dir, logDir string) (_ *ControlPl
 	}
 	logger.Info("Control plane is ready", "apiServer", apiURL, "etcd", etcdURL)
 	return cp, nil
+}
+
+// Pids are the process IDs of the running programs by name.
+func (cp *ControlPlane) Pids() map[string]int {
+	out := map[string]int{}
+	for _, p := range cp.procs {
+		if !p.Exited() {
+			out[p.name] = p.Pid()
+		}
+	}
+	return out
 }
 
 // Stop stops the processes in reverse order.

@@ -1,0 +1,121 @@
+package scale
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/klog/v2"
+
+	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
+)
+
+// APIFigures are the simulated plugins' cost to the API server.
+type APIFigures struct {
+	Nodes int `json:"nodes"`
+	// IdleSeconds is how long the plugins were left alone; IdleRequestsPerNodePerMin is
+	// what they sent in that time (0 is the goal: a quiet node causes no traffic).
+	IdleSeconds               float64 `json:"idle_seconds"`
+	IdleRequestsPerNodePerMin float64 `json:"idle_requests_per_node_per_min"`
+	// Flaps ports went down and up again, one node at a time, each change rescanned
+	// through the plugin's Publisher; RequestsPerFlap is what one down-up cost.
+	Flaps           int     `json:"flaps"`
+	RequestsPerFlap float64 `json:"requests_per_flap"`
+}
+
+// SliceFigures are the size of one node's slices as the API server stores them.
+type SliceFigures struct {
+	Model Model `json:"model"`
+	// Slices and Devices per node; ProtobufBytesPerNode is the slices' size in the
+	// protobuf encoding the API server stores in etcd, JSONBytesPerNode in JSON.
+	Slices               float64 `json:"slices_per_node"`
+	Devices              float64 `json:"devices_per_node"`
+	ProtobufBytesPerNode float64 `json:"protobuf_bytes_per_node"`
+	JSONBytesPerNode     float64 `json:"json_bytes_per_node"`
+}
+
+// sliceFigures reads every slice of the driver back from the API server.
+func (c *Cluster) sliceFigures(ctx context.Context) (SliceFigures, error) {
+	list, err := c.cp.Client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("spec.driver", devicemodel.DefaultDriverName).String(),
+	})
+	if err != nil {
+		return SliceFigures{}, fmt.Errorf("list slices: %w", err)
+	}
+	n := float64(len(c.nodes))
+	f := SliceFigures{Model: c.model, Slices: float64(len(list.Items)) / n}
+	for i := range list.Items {
+		s := &list.Items[i]
+		f.Devices += float64(len(s.Spec.Devices)) / n
+		f.ProtobufBytesPerNode += float64(s.Size()) / n
+		js, err := json.Marshal(s)
+		if err != nil {
+			return f, fmt.Errorf("encode slice %s: %w", s.Name, err)
+		}
+		f.JSONBytesPerNode += float64(len(js)) / n
+	}
+	return f, nil
+}
+
+// measureAPI leaves the plugins idle for idle, then flaps ports.
+func (c *Cluster) measureAPI(ctx context.Context, idle time.Duration, flaps int) (APIFigures, error) {
+	logger := klog.FromContext(ctx)
+	f := APIFigures{Nodes: len(c.nodes), IdleSeconds: idle.Seconds(), Flaps: flaps}
+	before := c.requests.n.Load()
+	select {
+	case <-ctx.Done():
+		return f, ctx.Err()
+	case <-time.After(idle):
+	}
+	f.IdleRequestsPerNodePerMin = float64(c.requests.n.Load()-before) / float64(len(c.nodes)) / idle.Minutes()
+	before = c.requests.n.Load()
+	for i := range flaps {
+		n := c.nodes[(i*7919)%len(c.nodes)]
+		for _, down := range []bool{true, false} {
+			n.pub.disc.setDown(down)
+			if err := n.pub.pub.Sync(ctx); err != nil {
+				return f, fmt.Errorf("flap on %s: %w", n.name, err)
+			}
+			if err := c.waitTaint(ctx, n, down); err != nil {
+				return f, err
+			}
+		}
+	}
+	f.RequestsPerFlap = float64(c.requests.n.Load()-before) / float64(max(flaps, 1))
+	logger.Info("Measured the plugins' API traffic", "idleRequestsPerNodePerMin", f.IdleRequestsPerNodePerMin, "requestsPerFlap", f.RequestsPerFlap)
+	return f, nil
+}
+
+// waitTaint waits until node n's first port's devices carry the not-active taint (down)
+// or do not (up) in the API server.
+func (c *Cluster) waitTaint(ctx context.Context, n *simNode, down bool) error {
+	port := n.kind.inv.Ports[0]
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		list, err := c.cp.Client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{
+			FieldSelector: fields.OneTermEqualSelector("spec.nodeName", n.name).String(),
+		})
+		if err == nil {
+			tainted := false
+			for _, s := range list.Items {
+				for _, d := range s.Spec.Devices {
+					if dev, ok := n.pub.results[ModelDefault].Devices[d.Name]; ok && dev.Port.IBDev == port.IBDev && dev.Port.Port == port.Port && len(d.Taints) > 0 {
+						tainted = true
+					}
+				}
+			}
+			if tainted == down {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("port %s/%d of %s: taint not %v in the API after a minute", port.IBDev, port.Port, n.name, down)
+}

@@ -1,0 +1,247 @@
+package scale
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
+	"github.com/rdma-dra/rdma-dra-driver/test/bench"
+	"github.com/rdma-dra/rdma-dra-driver/test/bench/controlplane"
+)
+
+// Namespaces of the measured pods and of the pods that fill the cluster.
+const (
+	loadNamespace = "scale"
+	fillNamespace = "scale-fill"
+)
+
+// schedulerLimits are the scheduler's client limits. Its default (50 QPS) would cap a
+// DRA pod, which costs two writes (the claim's allocation and the binding), at half the
+// rate of a pod with an extended resource (one write): the harness measures the
+// scheduler, not its client's rate limiter, so both are raised far above what this
+// machine can do.
+var schedulerLimits = controlplane.ClientLimits{QPS: 5000, Burst: 5000}
+
+// Cluster is the running simulated cluster.
+type Cluster struct {
+	cp      *controlplane.ControlPlane
+	sched   *controlplane.Component
+	kcm     *controlplane.Component
+	kwok    *controlplane.Process
+	kinds   []*kind
+	nodes   []*simNode
+	plugins kubernetes.Interface
+	// requests counts the simulated plugins' API requests.
+	requests *requestCounter
+	model    Model
+}
+
+// startCluster starts the control plane, the scheduler, the controller manager and kwok,
+// creates n nodes and publishes their slices in the default model.
+func startCluster(ctx context.Context, o Options, work, logs string) (_ *Cluster, err error) {
+	logger := klog.FromContext(ctx)
+	c := &Cluster{requests: &requestCounter{}}
+	defer func() {
+		if err != nil {
+			c.Stop(ctx)
+		}
+	}()
+	bins, err := controlplane.CachedBinaries(ctx, o.Repo)
+	if err != nil {
+		return nil, err
+	}
+	if c.kinds, err = discoverKinds(ctx, filepath.Join(work, "mock")); err != nil {
+		return nil, err
+	}
+	if c.cp, err = controlplane.Start(ctx, bins, filepath.Join(work, "control-plane"), logs); err != nil {
+		return nil, err
+	}
+	if err := c.createAPIObjects(ctx, o.Repo); err != nil {
+		return nil, err
+	}
+	limits := controlplane.ClientLimits{QPS: 1000, Burst: 2000}
+	// The claim controller makes claims from templates and releases them; the node
+	// lifecycle controller lifts the not-ready taint the API server puts on new nodes
+	// once kwok reports them Ready.
+	if c.kcm, err = c.cp.StartControllerManager(ctx, logs, "resourceclaim-controller,node-lifecycle-controller", limits); err != nil {
+		return nil, err
+	}
+	if c.sched, err = c.cp.StartScheduler(ctx, filepath.Join(work, "scheduler"), logs, schedulerLimits); err != nil {
+		return nil, err
+	}
+	if c.kwok, err = startKwok(ctx, o.Kwok, o.KwokStages, c.cp.Kubeconfig, logs); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	if err := c.createNodes(ctx, o.Nodes[0]); err != nil {
+		return nil, err
+	}
+	logger.Info("Nodes are Ready", "nodes", o.Nodes[0], "seconds", time.Since(start).Seconds())
+	if c.plugins, err = pluginClient(c.cp.Config, c.requests); err != nil {
+		return nil, err
+	}
+	start = time.Now()
+	for _, n := range c.nodes {
+		if n.pub, err = newNodePublisher(ctx, c.plugins, n.obj, n.kind); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.publish(ctx, ModelDefault); err != nil {
+		return nil, err
+	}
+	logger.Info("Slices are published", "nodes", o.Nodes[0], "seconds", time.Since(start).Seconds())
+	return c, nil
+}
+
+// startKwok runs kwok for the annotated nodes with the given stages: they keep the nodes
+// Ready with a lease and make bound pods Running.
+func startKwok(ctx context.Context, bin string, stages []string, kubeconfig, logs string) (*controlplane.Process, error) {
+	ports, err := controlplane.FreePorts(1)
+	if err != nil {
+		return nil, err
+	}
+	return controlplane.StartProcess(ctx, "kwok", filepath.Join(logs, "kwok.log"), bin,
+		"--kubeconfig="+kubeconfig, "--config="+strings.Join(stages, ","), "--manage-all-nodes=false",
+		"--manage-nodes-with-annotation-selector="+kwokAnnotation+"=fake",
+		"--cidr=10.0.0.0/8", "--node-ip=127.0.0.1", "--server-address=127.0.0.1:"+strconv.Itoa(ports[0]),
+		"--node-lease-duration-seconds=40")
+}
+
+// createAPIObjects creates the namespaces with their service accounts (no controller
+// makes them here) and the DeviceClasses: the chart's default pools and the GPU class.
+func (c *Cluster) createAPIObjects(ctx context.Context, repo string) error {
+	kube := c.cp.Client
+	for _, ns := range []string{loadNamespace, fillNamespace} {
+		if _, err := kube.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create namespace %s: %w", ns, err)
+		}
+		if _, err := kube.CoreV1().ServiceAccounts(ns).Create(ctx, &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create the default service account of %s: %w", ns, err)
+		}
+	}
+	classes, err := bench.DeviceClasses(repo)
+	if err != nil {
+		return err
+	}
+	classes[gpuClass] = &resourceapi.DeviceClass{
+		ObjectMeta: metav1.ObjectMeta{Name: gpuClass},
+		Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+			Expression: fmt.Sprintf("device.driver == %q", gpuDriver)}}}},
+	}
+	for _, dc := range classes {
+		if _, err := kube.ResourceV1().DeviceClasses().Create(ctx, dc, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create DeviceClass %s: %w", dc.Name, err)
+		}
+	}
+	return nil
+}
+
+// createNodes creates n nodes, the profiles in turn, and waits until kwok reports every
+// one Ready and the node lifecycle controller has lifted their not-ready taint.
+func (c *Cluster) createNodes(ctx context.Context, n int) error {
+	c.nodes = make([]*simNode, n)
+	err := parallel(ctx, n, func(ctx context.Context, i int) error {
+		k := c.kinds[i%len(c.kinds)]
+		obj, err := c.cp.Client.CoreV1().Nodes().Create(ctx, nodeObject(nodeName(i), k), metav1.CreateOptions{})
+		if err != nil {
+			return fmt.Errorf("create node %s: %w", nodeName(i), err)
+		}
+		c.nodes[i] = &simNode{name: obj.Name, index: i, kind: k, obj: obj}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	var ready int
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := c.cp.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		if err != nil {
+			return false, nil
+		}
+		ready = 0
+		for _, node := range list.Items {
+			for _, cond := range node.Status.Conditions {
+				if cond.Type == v1.NodeReady && cond.Status == v1.ConditionTrue && len(node.Spec.Taints) == 0 {
+					ready++
+				}
+			}
+		}
+		return ready == n, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%d of %d nodes Ready and untainted (kwok's and the controller manager's logs tell why): %w", ready, n, err)
+	}
+	return nil
+}
+
+// publish makes every node publish model m and waits until the API server has all their
+// devices.
+func (c *Cluster) publish(ctx context.Context, m Model) error {
+	want := 0
+	err := parallel(ctx, len(c.nodes), func(ctx context.Context, i int) error {
+		return c.nodes[i].pub.publish(ctx, m)
+	})
+	if err != nil {
+		return err
+	}
+	for _, n := range c.nodes {
+		want += len(n.pub.results[m].Devices)
+	}
+	c.model = m
+	return c.waitDevices(ctx, devicemodel.DefaultDriverName, want)
+}
+
+// waitDevices waits until the driver's slices hold want devices in all.
+func (c *Cluster) waitDevices(ctx context.Context, driver string, want int) error {
+	var got int
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := c.cp.Client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{
+			FieldSelector: fields.OneTermEqualSelector("spec.driver", driver).String(),
+		})
+		if err != nil {
+			return false, nil
+		}
+		got = 0
+		for _, s := range list.Items {
+			got += len(s.Spec.Devices)
+		}
+		return got == want, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %d of %d devices published: %w", driver, got, want, err)
+	}
+	return nil
+}
+
+// Stop stops the publishers, kwok and the control plane.
+func (c *Cluster) Stop(ctx context.Context) {
+	for _, n := range c.nodes {
+		if n == nil {
+			continue
+		}
+		if n.pub != nil {
+			n.pub.sink.Stop()
+		}
+		if n.gpu != nil {
+			n.gpu.Stop()
+		}
+	}
+	if c.kwok != nil {
+		c.kwok.Stop(ctx, 10*time.Second)
+	}
+	if c.cp != nil {
+		c.cp.Stop(ctx)
+	}
+}

@@ -1,0 +1,160 @@
+package scale
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	apiresource "k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
+)
+
+// fillRequest is the request name of a filler claim.
+const fillRequest = "fill"
+
+// fill takes the share fill of every node's ports in the current model before pods are
+// timed: per node one pod, bound by the harness, holding a claim allocated to whole ports
+// (filledPorts) and the same share of the node's extended resource, so that both ways
+// start equally full. A Running pod reserves the claim, as after a real scheduling.
+func (c *Cluster) fill(ctx context.Context, fill float64) error {
+	if fill == 0 {
+		return nil
+	}
+	return parallel(ctx, len(c.nodes), func(ctx context.Context, i int) error {
+		return c.fillNode(ctx, c.nodes[i], fill)
+	})
+}
+
+func (c *Cluster) fillNode(ctx context.Context, n *simNode, fill float64) error {
+	ports := filledPorts(n.kind, n.index, fill)
+	if len(ports) == 0 {
+		return nil
+	}
+	res := n.pub.results[c.model]
+	devices, shares := fillDevices(res, n.pub.results[ModelDefault], c.model, ports)
+	kube := c.cp.Client
+	// A claim holds at most resourceapi.AllocationResultsMaxSize devices (the legacy
+	// model's ports have 16 share devices each): the pod holds as many claims as needed.
+	var claims []*resourceapi.ResourceClaim
+	var podClaims []v1.PodResourceClaim
+	var containerClaims []v1.ResourceClaim
+	for i, chunk := range slices.Collect(slices.Chunk(devices, resourceapi.AllocationResultsMaxSize)) {
+		claim := &resourceapi.ResourceClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("fill-%s-%d", n.name, i), Namespace: fillNamespace},
+			Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{
+				exact(fillRequest, exclusiveClass, int64(len(chunk))),
+			}}},
+		}
+		claim, err := kube.ResourceV1().ResourceClaims(fillNamespace).Create(ctx, claim, metav1.CreateOptions{})
+		if err != nil {
+			return fmt.Errorf("create filler claim of %s: %w", n.name, err)
+		}
+		claims = append(claims, claim)
+		ref := fmt.Sprintf("fill-%d", i)
+		podClaims = append(podClaims, v1.PodResourceClaim{Name: ref, ResourceClaimName: &claim.Name})
+		containerClaims = append(containerClaims, v1.ResourceClaim{Name: ref})
+	}
+	zero := int64(0)
+	er := *apiresource.NewQuantity(int64(shares), apiresource.DecimalSI)
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "fill-" + n.name, Namespace: fillNamespace},
+		Spec: v1.PodSpec{
+			NodeName: n.name, TerminationGracePeriodSeconds: &zero, ResourceClaims: podClaims,
+			Containers: []v1.Container{{Name: "fill", Image: "registry.invalid/scale/fill:none", Resources: v1.ResourceRequirements{
+				Claims: containerClaims,
+				Limits: v1.ResourceList{ExtendedResource: er}, Requests: v1.ResourceList{ExtendedResource: er},
+			}}},
+		},
+	}
+	pod, err := kube.CoreV1().Pods(fillNamespace).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("create filler pod of %s: %w", n.name, err)
+	}
+	for i, chunk := range slices.Collect(slices.Chunk(devices, resourceapi.AllocationResultsMaxSize)) {
+		results := make([]resourceapi.DeviceRequestAllocationResult, 0, len(chunk))
+		for _, d := range chunk {
+			results = append(results, resourceapi.DeviceRequestAllocationResult{Request: fillRequest, Driver: res.DriverName, Pool: res.PoolName, Device: d})
+		}
+		claim := claims[i]
+		claim.Status = resourceapi.ResourceClaimStatus{
+			Allocation: &resourceapi.AllocationResult{
+				Devices: resourceapi.DeviceAllocationResult{Results: results},
+				NodeSelector: &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{MatchFields: []v1.NodeSelectorRequirement{{
+					Key: "metadata.name", Operator: v1.NodeSelectorOpIn, Values: []string{n.name},
+				}}}}},
+			},
+			ReservedFor: []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: pod.Name, UID: pod.UID}},
+		}
+		if _, err := kube.ResourceV1().ResourceClaims(fillNamespace).UpdateStatus(ctx, claim, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("allocate filler claim %s: %w", claim.Name, err)
+		}
+	}
+	return nil
+}
+
+// fillDevices are the devices of model res that take ports whole, and the shares those
+// ports have in the default model def (the extended resource the filler pod holds).
+func fillDevices(res, def *devicemodel.Result, m Model, ports []string) (devices []string, shares int) {
+	for name, d := range res.Devices {
+		if !slices.Contains(ports, d.PortKey) {
+			continue
+		}
+		// A port is taken whole by its exclusive device, or in the legacy model by all
+		// its single-share devices.
+		if d.Mode == devicemodel.ModeExclusive || m == ModelLegacy {
+			devices = append(devices, name)
+		}
+	}
+	for _, d := range def.Devices {
+		if d.Mode == devicemodel.ModeShared && slices.Contains(ports, d.PortKey) {
+			shares += d.MaxShares
+		}
+	}
+	slices.Sort(devices)
+	return devices, shares
+}
+
+// unfill deletes the filler pods and claims and waits until they are gone.
+func (c *Cluster) unfill(ctx context.Context) error {
+	return c.emptyNamespace(ctx, fillNamespace)
+}
+
+// emptyNamespace deletes every pod of ns, then every claim, and waits until none is
+// left: the scheduler's view of the cluster is back to what it was.
+func (c *Cluster) emptyNamespace(ctx context.Context, ns string) error {
+	kube := c.cp.Client
+	del := metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}
+	if err := kube.CoreV1().Pods(ns).DeleteCollection(ctx, del, metav1.ListOptions{}); err != nil {
+		return fmt.Errorf("delete the pods of %s: %w", ns, err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{Limit: 1})
+		return err == nil && len(pods.Items) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("pods of %s not gone: %w", ns, err)
+	}
+	if err := kube.ResourceV1().ResourceClaims(ns).DeleteCollection(ctx, del, metav1.ListOptions{}); err != nil {
+		return fmt.Errorf("delete the claims of %s: %w", ns, err)
+	}
+	var left int
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		claims, err := kube.ResourceV1().ResourceClaims(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		left = len(claims.Items)
+		return left == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%d claims of %s not gone (the controller manager removes their finalizer): %w", left, ns, err)
+	}
+	return nil
+}

@@ -1,0 +1,209 @@
+package scale
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/http"
+	"sync"
+	"sync/atomic"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+
+	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/plugin"
+)
+
+// Model is how the simulated nodes publish their ports.
+type Model string
+
+// The device models the harness compares.
+const (
+	// ModelDefault is the plugin's default: per port an exclusive device and a shared
+	// device with consumable shares over shared counters.
+	ModelDefault Model = "default"
+	// ModelLegacy is the plugin's model for clusters without partitionable devices: per
+	// port an exclusive device and single-share devices.
+	ModelLegacy Model = "legacy"
+	// ModelPerNIC is one device per port, no counters and no shares (the shape of a
+	// one-device-per-NIC driver such as dranet). Not a model of this driver: the harness
+	// derives it from the default model's exclusive devices.
+	ModelPerNIC Model = "per-nic"
+)
+
+// requestCounter counts the HTTP requests of the simulated plugins, watches included.
+type requestCounter struct{ n atomic.Int64 }
+
+func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		c.n.Add(1)
+		return rt.RoundTrip(r)
+	})
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// pluginClient is the client of every simulated plugin: one connection pool, each
+// request counted.
+func pluginClient(base *rest.Config, c *requestCounter) (kubernetes.Interface, error) {
+	cfg := rest.CopyConfig(base)
+	cfg.Wrap(c.wrap)
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create the plugins' client: %w", err)
+	}
+	return client, nil
+}
+
+// sliceSink hands one driver's resources of one node to a ResourceSlice controller, as
+// the kubelet plugin helper does: the first call starts the controller, later calls
+// update it.
+type sliceSink struct {
+	// ctx is the controller's lifetime: the cluster's, not a caller's.
+	ctx    context.Context
+	client kubernetes.Interface
+	driver string
+	owner  *resourceslice.Owner
+
+	mu   sync.Mutex
+	ctrl *resourceslice.Controller
+}
+
+func newSliceSink(ctx context.Context, client kubernetes.Interface, driver string, node *v1.Node) *sliceSink {
+	return &sliceSink{ctx: ctx, client: client, driver: driver, owner: &resourceslice.Owner{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}}
+}
+
+// PublishResources implements plugin.ResourcePublisher.
+func (s *sliceSink) PublishResources(_ context.Context, res resourceslice.DriverResources) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ctrl != nil {
+		s.ctrl.Update(&res)
+		return nil
+	}
+	ctrl, err := resourceslice.StartController(s.ctx, resourceslice.Options{DriverName: s.driver, KubeClient: s.client, Owner: s.owner, Resources: &res})
+	if err != nil {
+		return fmt.Errorf("start the ResourceSlice controller of %s on %s: %w", s.driver, s.owner.Name, err)
+	}
+	s.ctrl = ctrl
+	return nil
+}
+
+// Stop stops the controller; the slices stay.
+func (s *sliceSink) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ctrl != nil {
+		s.ctrl.Stop()
+		s.ctrl = nil
+	}
+}
+
+// staticDiscoverer serves a node's inventory, with one port's state overridden while it
+// flaps.
+type staticDiscoverer struct {
+	inv *discovery.Inventory
+
+	mu   sync.Mutex
+	down bool
+}
+
+// Discover implements plugin.Discoverer. It returns a copy when the first port is down,
+// so that the Publisher sees a change.
+func (d *staticDiscoverer) Discover(context.Context) (*discovery.Inventory, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.down {
+		return d.inv, nil
+	}
+	inv := *d.inv
+	inv.Ports = append([]discovery.Port(nil), d.inv.Ports...)
+	inv.Ports[0].State, inv.Ports[0].PhysState = "DOWN", "Disabled"
+	return &inv, nil
+}
+
+func (d *staticDiscoverer) setDown(down bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.down = down
+}
+
+// nodePublisher publishes one simulated node's ports in the current model: the plugin's
+// own Publisher for its models, the derived per-NIC model beside it.
+type nodePublisher struct {
+	node *v1.Node
+	kind *kind
+	disc *staticDiscoverer
+	sink *sliceSink
+	pub  *plugin.Publisher
+	// model is what is published; results holds each model's devices, for the fill.
+	model   Model
+	results map[Model]*devicemodel.Result
+}
+
+func newNodePublisher(ctx context.Context, client kubernetes.Interface, node *v1.Node, k *kind) (*nodePublisher, error) {
+	p := &nodePublisher{node: node, kind: k, disc: &staticDiscoverer{inv: k.inv}, sink: newSliceSink(ctx, client, devicemodel.DefaultDriverName, node), results: map[Model]*devicemodel.Result{}}
+	for m, legacy := range map[Model]bool{ModelDefault: false, ModelLegacy: true} {
+		res, err := devicemodel.Build(k.inv, modelOptions(node.Name, legacy))
+		if err != nil {
+			return nil, fmt.Errorf("build the %s model of %s: %w", m, node.Name, err)
+		}
+		p.results[m] = res
+	}
+	p.results[ModelPerNIC] = perNIC(p.results[ModelDefault])
+	return p, nil
+}
+
+// publish makes the node publish model m.
+func (p *nodePublisher) publish(ctx context.Context, m Model) error {
+	p.model = m
+	switch m {
+	case ModelDefault, ModelLegacy:
+		choice := plugin.ModelPartitionable
+		if m == ModelLegacy {
+			choice = plugin.ModelLegacy
+		}
+		p.pub = plugin.NewPublisher(p.disc, modelOptions(p.node.Name, false), choice, plugin.PublisherOptions{})
+		p.pub.SetSink(p.sink)
+		return p.pub.Sync(ctx)
+	case ModelPerNIC:
+		p.pub = nil
+		return p.sink.PublishResources(ctx, p.results[ModelPerNIC].Resources)
+	}
+	return fmt.Errorf("unknown model %q", m)
+}
+
+// perNIC derives the one-device-per-NIC model from the default model: its exclusive
+// devices without counters.
+func perNIC(def *devicemodel.Result) *devicemodel.Result {
+	out := &devicemodel.Result{Devices: map[string]devicemodel.Device{}, DriverName: def.DriverName, NodeName: def.NodeName, PoolName: def.PoolName}
+	out.Resources.Pools = map[string]resourceslice.Pool{}
+	for name, pool := range def.Resources.Pools {
+		np := resourceslice.Pool{NodeSelector: pool.NodeSelector, Generation: pool.Generation}
+		for _, s := range pool.Slices {
+			var devs []resourceapi.Device
+			for _, d := range s.Devices {
+				if def.Devices[d.Name].Mode != devicemodel.ModeExclusive {
+					continue
+				}
+				d = *d.DeepCopy()
+				d.ConsumesCounters = nil
+				d.Attributes = maps.Clone(d.Attributes)
+				devs = append(devs, d)
+				out.Devices[d.Name] = def.Devices[d.Name]
+			}
+			if len(devs) > 0 {
+				np.Slices = append(np.Slices, resourceslice.Slice{Devices: devs})
+			}
+		}
+		out.Resources.Pools[name] = np
+	}
+	return out
+}

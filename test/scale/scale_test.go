@@ -1,0 +1,286 @@
+package scale
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
+)
+
+// testKinds discovers the profiles' mock nodes once per test.
+func testKinds(t *testing.T) []*kind {
+	t.Helper()
+	kinds, err := discoverKinds(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kinds
+}
+
+func TestKindsOfferTheSameAsTheExtendedResource(t *testing.T) {
+	for _, k := range testKinds(t) {
+		res, err := devicemodel.Build(k.inv, modelOptions("n", false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		shared := 0
+		for _, d := range res.Devices {
+			if d.Mode == devicemodel.ModeShared {
+				shared++
+			}
+		}
+		if len(k.sharedPorts) != shared || k.shares != shared*16 {
+			t.Errorf("%s: %d shared ports, %d shares; the model has %d shared devices of 16 shares", k.profile, len(k.sharedPorts), k.shares, shared)
+		}
+		node := nodeObject("n", k)
+		if got := node.Status.Allocatable[ExtendedResource]; got.Value() != int64(k.shares) {
+			t.Errorf("%s: node offers %s of %s, want %d", k.profile, got.String(), ExtendedResource, k.shares)
+		}
+		if node.Annotations[kwokAnnotation] != "fake" {
+			t.Errorf("%s: node is not marked for kwok: %v", k.profile, node.Annotations)
+		}
+	}
+}
+
+func TestFilledPorts(t *testing.T) {
+	k := testKinds(t)[0] // dgx-h100: 10 ports
+	for _, tc := range []struct {
+		fill float64
+		want int
+	}{{0, 0}, {0.5, 5}, {0.9, 9}, {0.04, 0}, {0.06, 1}} {
+		got := filledPorts(k, 3, tc.fill)
+		if len(got) != tc.want {
+			t.Errorf("fill %.2f: %d ports, want %d", tc.fill, len(got), tc.want)
+		}
+		if again := filledPorts(k, 3, tc.fill); !slices.Equal(got, again) {
+			t.Errorf("fill %.2f: not deterministic: %v, then %v", tc.fill, got, again)
+		}
+		for _, p := range got {
+			if !slices.Contains(k.sharedPorts, p) {
+				t.Errorf("fill %.2f: %s is not a port of the node", tc.fill, p)
+			}
+		}
+	}
+	if slices.Equal(filledPorts(k, 1, 0.5), filledPorts(k, 2, 0.5)) && slices.Equal(filledPorts(k, 1, 0.5), filledPorts(k, 4, 0.5)) {
+		t.Error("every node fills the same ports; the fill should differ between nodes")
+	}
+}
+
+func TestFillDevices(t *testing.T) {
+	k := testKinds(t)[1] // roce-lag
+	def, err := devicemodel.Build(k.inv, modelOptions("n", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy, err := devicemodel.Build(k.inv, modelOptions("n", true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports := k.sharedPorts[:2]
+	for _, tc := range []struct {
+		model   Model
+		res     *devicemodel.Result
+		devices int
+	}{
+		{ModelDefault, def, 2},
+		{ModelPerNIC, perNIC(def), 2},
+		{ModelLegacy, legacy, 0}, // counted below: every device of the two ports
+	} {
+		devices, shares := fillDevices(tc.res, def, tc.model, ports)
+		if shares != 32 {
+			t.Errorf("%s: %d shares of the extended resource, want 32 (2 ports × 16)", tc.model, shares)
+		}
+		want := tc.devices
+		if tc.model == ModelLegacy {
+			for _, d := range legacy.Devices {
+				if slices.Contains(ports, d.PortKey) {
+					want++
+				}
+			}
+		}
+		if len(devices) != want || want == 0 {
+			t.Errorf("%s: %d devices %v, want %d", tc.model, len(devices), devices, want)
+		}
+		for _, name := range devices {
+			if d := tc.res.Devices[name]; !slices.Contains(ports, d.PortKey) {
+				t.Errorf("%s: %s is not on a filled port", tc.model, name)
+			}
+		}
+	}
+}
+
+func TestPerNIC(t *testing.T) {
+	k := testKinds(t)[0]
+	def, err := devicemodel.Build(k.inv, modelOptions("n", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := perNIC(def)
+	if len(got.Devices) != len(k.inv.Ports) {
+		t.Errorf("%d devices, want one per port (%d)", len(got.Devices), len(k.inv.Ports))
+	}
+	for _, pool := range got.Resources.Pools {
+		for _, s := range pool.Slices {
+			if len(s.Devices) == 0 || len(s.SharedCounters) > 0 {
+				t.Errorf("slice with %d devices and %d counter sets; want devices and no counters", len(s.Devices), len(s.SharedCounters))
+			}
+			for _, d := range s.Devices {
+				if len(d.ConsumesCounters) > 0 || d.AllowMultipleAllocations != nil && *d.AllowMultipleAllocations {
+					t.Errorf("device %s consumes counters or is shared", d.Name)
+				}
+				if def.Devices[d.Name].Mode != devicemodel.ModeExclusive {
+					t.Errorf("device %s is not an exclusive device of the default model", d.Name)
+				}
+			}
+		}
+	}
+	// The default model is not changed by the derivation.
+	for _, pool := range def.Resources.Pools {
+		counters := 0
+		for _, s := range pool.Slices {
+			for _, d := range s.Devices {
+				counters += len(d.ConsumesCounters)
+			}
+		}
+		if counters == 0 {
+			t.Error("deriving the per-NIC model removed the default model's counters")
+		}
+	}
+}
+
+func TestGPUsSharePCIeRootsWithPorts(t *testing.T) {
+	k := testKinds(t)[0]
+	res := gpuResources("sim-00000", k.inv)
+	devs := res.Pools["sim-00000"].Slices[0].Devices
+	if len(devs) != 9 { // 8 InfiniBand roots and the RoCE card's
+		t.Fatalf("%d GPUs, want 9 (one per PCIe root with ports)", len(devs))
+	}
+	for _, d := range devs {
+		root := *d.Attributes[resourceapi.QualifiedName(pcieRootAttribute)].StringValue
+		if !slices.ContainsFunc(k.inv.Ports, func(p discovery.Port) bool { return p.PCIeRoot == root }) {
+			t.Errorf("%s on %s: no port there", d.Name, root)
+		}
+	}
+}
+
+func TestScenarioPods(t *testing.T) {
+	for _, s := range []Scenario{ScenarioShare, ScenarioExtendedResource, ScenarioWholePort, ScenarioNUMA, ScenarioFirstAvailable, ScenarioGPUNIC} {
+		spec := s.podSpec("tmpl")
+		c := spec.Containers[0]
+		_, asksER := c.Resources.Requests[ExtendedResource]
+		switch {
+		case s.ExtendedResource && (!asksER || len(spec.ResourceClaims) > 0):
+			t.Errorf("%s: want the extended resource and no claim: %+v", s.Name, spec)
+		case !s.ExtendedResource && (asksER || len(spec.ResourceClaims) != 1 || *spec.ResourceClaims[0].ResourceClaimTemplateName != "tmpl"):
+			t.Errorf("%s: want one claim from template tmpl and no extended resource: %+v", s.Name, spec)
+		case !s.ExtendedResource && len(s.claim().Devices.Requests) == 0:
+			t.Errorf("%s: claim without requests", s.Name)
+		}
+	}
+}
+
+func TestPlan(t *testing.T) {
+	steps := plan([]float64{0, 0.5, 0.9})
+	has := func(m Model, fill float64, name string) bool {
+		for _, st := range steps {
+			if st.model == m && st.fill == fill && slices.ContainsFunc(st.scenarios, func(s Scenario) bool { return s.Name == name }) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, f := range []float64{0, 0.5, 0.9} {
+		if !has(ModelDefault, f, "share") || !has(ModelDefault, f, "extended-resource") {
+			t.Errorf("fill %.1f: share and extended resource must be measured side by side", f)
+		}
+	}
+	if !has(ModelDefault, 0, "numa-aligned-4") || has(ModelDefault, 0.9, "numa-aligned-4") {
+		t.Error("4 ports on one NUMA node only on the empty cluster")
+	}
+	if !has(ModelLegacy, HeadlineFill, "share") || has(ModelLegacy, HeadlineFill, "whole-port") || !has(ModelPerNIC, HeadlineFill, "whole-port") {
+		t.Error("legacy model: shares only; per-NIC model: whole ports")
+	}
+}
+
+func TestHeadline(t *testing.T) {
+	r := &Results{Points: []Point{
+		{Nodes: 1000, Scenario: "share", Model: ModelDefault, Fill: 0.5, PodsPerSec: 20},
+		{Nodes: 1000, Scenario: "extended-resource", Fill: 0.5, PodsPerSec: 80},
+		{Nodes: 1000, Scenario: "share", Model: ModelDefault, Fill: 0, PodsPerSec: 99},
+		{Nodes: 1000, Scenario: "share", Model: ModelLegacy, Fill: 0.5, PodsPerSec: 98},
+	}}
+	data, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]float64{
+		"sched_pods_per_sec_1000_nodes":                   20,
+		"sched_pods_per_sec_1000_nodes_extended_resource": 80,
+		"sched_ratio_vs_extended_resource_1000_nodes":     0.25,
+	} {
+		if got[key] != want {
+			t.Errorf("%s = %v, want %v", key, got[key], want)
+		}
+	}
+	if _, ok := got["points"]; !ok {
+		t.Error("the details are missing beside the headline")
+	}
+}
+
+func TestParse(t *testing.T) {
+	if f, err := ParseFills("0.9, 0,0.5,0.5"); err != nil || !slices.Equal(f, []float64{0, 0.5, 0.9}) {
+		t.Errorf("ParseFills = %v, %v", f, err)
+	}
+	for _, bad := range []string{"1", "-0.1", "half", ""} {
+		if _, err := ParseFills(bad); err == nil || !strings.Contains(err.Error(), "fill level") {
+			t.Errorf("ParseFills(%q) = %v, want an error naming the fill level", bad, err)
+		}
+	}
+	if n, err := ParseNodes("100,1000"); err != nil || !slices.Equal(n, []int{100, 1000}) {
+		t.Errorf("ParseNodes = %v, %v", n, err)
+	}
+	if _, err := ParseNodes("100,x,0"); err == nil || !strings.Contains(err.Error(), `"x"`) || !strings.Contains(err.Error(), `"0"`) {
+		t.Errorf("ParseNodes: %v, want both bad sizes named", err)
+	}
+}
+
+func TestCPUSeconds(t *testing.T) {
+	before, err := cpuSeconds(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := 0
+	for i := range 200_000_000 {
+		x += i
+	}
+	after, err := cpuSeconds(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after <= before {
+		t.Errorf("CPU time did not grow over a busy loop (%d): %.2f s, then %.2f s", x, before, after)
+	}
+	if _, err := cpuSeconds(-1); err == nil {
+		t.Error("no error for a missing process")
+	}
+}
+
+// The node object's pods capacity must not limit the fill and the bursts.
+func TestNodeRoom(t *testing.T) {
+	node := nodeObject("n", testKinds(t)[0])
+	if pods := node.Status.Allocatable[v1.ResourcePods]; pods.Value() < 1000 {
+		t.Errorf("room for %d pods", pods.Value())
+	}
+}
