@@ -245,19 +245,22 @@ func touchCharDevs(list, devRoot string) error {
 }
 
 // rssMiB reads the resident set size of a process from /proc/<pid>/status (VmRSS).
-func rssMiB(pid int) (float64, error) {
+func rssMiB(pid int) (float64, error) { return ProcStatusMiB(pid, "VmRSS") }
+
+// ProcStatusMiB reads a kB field of /proc/<pid>/status (VmRSS, VmHWM, ...) in MiB.
+func ProcStatusMiB(pid int, field string) (float64, error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, fmt.Errorf("read status of pid %d: %w", pid, err)
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")))
 			if err != nil {
-				return 0, fmt.Errorf("parse VmRSS of pid %d: %w", pid, err)
+				return 0, fmt.Errorf("parse %s of pid %d: %w", field, pid, err)
 			}
 			return float64(kb) / 1024, nil
 		}
 	}
-	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
 }

@@ -142,7 +142,12 @@ func (r *Results) NotMeasured(key string) string {
 
 // WriteJSON writes the results, indented, to path.
 func (r *Results) WriteJSON(path string) error {
-	data, err := json.MarshalIndent(r, "", "  ")
+	return WriteJSONFile(path, r)
+}
+
+// WriteJSONFile writes v as indented JSON to path, creating its directory.
+func WriteJSONFile(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode results: %w", err)
 	}

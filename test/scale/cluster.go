@@ -50,7 +50,7 @@ type Cluster struct {
 
 // startCluster starts the control plane, the scheduler, the controller manager and kwok,
 // creates n nodes and publishes their slices in the default model.
-func startCluster(ctx context.Context, o Options, work, logs string) (_ *Cluster, err error) {
+func startCluster(ctx context.Context, o Options, n int, work, logs string) (_ *Cluster, err error) {
 	logger := klog.FromContext(ctx)
 	c := &Cluster{requests: &requestCounter{}}
 	defer func() {
@@ -85,23 +85,23 @@ func startCluster(ctx context.Context, o Options, work, logs string) (_ *Cluster
 		return nil, err
 	}
 	start := time.Now()
-	if err := c.createNodes(ctx, o.Nodes[0]); err != nil {
+	if err := c.createNodes(ctx, n); err != nil {
 		return nil, err
 	}
-	logger.Info("Nodes are Ready", "nodes", o.Nodes[0], "seconds", time.Since(start).Seconds())
+	logger.Info("Nodes are Ready", "nodes", n, "seconds", time.Since(start).Seconds())
 	if c.plugins, err = pluginClient(c.cp.Config, c.requests); err != nil {
 		return nil, err
 	}
 	start = time.Now()
-	for _, n := range c.nodes {
-		if n.pub, err = newNodePublisher(ctx, c.plugins, n.obj, n.kind); err != nil {
+	for _, node := range c.nodes {
+		if node.pub, err = newNodePublisher(ctx, c.plugins, node.obj, node.kind); err != nil {
 			return nil, err
 		}
 	}
 	if err := c.publish(ctx, ModelDefault); err != nil {
 		return nil, err
 	}
-	logger.Info("Slices are published", "nodes", o.Nodes[0], "seconds", time.Since(start).Seconds())
+	logger.Info("Slices are published", "nodes", n, "seconds", time.Since(start).Seconds())
 	return c, nil
 }
 

@@ -42,10 +42,11 @@ func (c *Cluster) fillNode(ctx context.Context, n *simNode, fill float64) error 
 	kube := c.cp.Client
 	// A claim holds at most resourceapi.AllocationResultsMaxSize devices (the legacy
 	// model's ports have 16 share devices each): the pod holds as many claims as needed.
+	chunks := slices.Collect(slices.Chunk(devices, resourceapi.AllocationResultsMaxSize))
 	var claims []*resourceapi.ResourceClaim
 	var podClaims []v1.PodResourceClaim
 	var containerClaims []v1.ResourceClaim
-	for i, chunk := range slices.Collect(slices.Chunk(devices, resourceapi.AllocationResultsMaxSize)) {
+	for i, chunk := range chunks {
 		claim := &resourceapi.ResourceClaim{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("fill-%s-%d", n.name, i), Namespace: fillNamespace},
 			Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{
@@ -77,7 +78,7 @@ func (c *Cluster) fillNode(ctx context.Context, n *simNode, fill float64) error 
 	if err != nil {
 		return fmt.Errorf("create filler pod of %s: %w", n.name, err)
 	}
-	for i, chunk := range slices.Collect(slices.Chunk(devices, resourceapi.AllocationResultsMaxSize)) {
+	for i, chunk := range chunks {
 		results := make([]resourceapi.DeviceRequestAllocationResult, 0, len(chunk))
 		for _, d := range chunk {
 			results = append(results, resourceapi.DeviceRequestAllocationResult{Request: fillRequest, Driver: res.DriverName, Pool: res.PoolName, Device: d})

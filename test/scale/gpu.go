@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
 
 	resourceapi "k8s.io/api/resource/v1"
 	apiresource "k8s.io/apimachinery/pkg/api/resource"
@@ -47,7 +48,7 @@ func gpuResources(node string, inv *discovery.Inventory) resourceslice.DriverRes
 // publishGPUs publishes (on) or removes (off) the GPU driver's slices of every node and
 // waits for the API server to have them.
 func (c *Cluster) publishGPUs(ctx context.Context, on bool) error {
-	want := 0
+	var want atomic.Int64
 	err := parallel(ctx, len(c.nodes), func(pctx context.Context, i int) error {
 		n := c.nodes[i]
 		if n.gpu == nil {
@@ -56,16 +57,12 @@ func (c *Cluster) publishGPUs(ctx context.Context, on bool) error {
 		res := resourceslice.DriverResources{}
 		if on {
 			res = gpuResources(n.name, n.kind.inv)
+			want.Add(int64(len(res.Pools[n.name].Slices[0].Devices)))
 		}
 		return n.gpu.PublishResources(pctx, res)
 	})
 	if err != nil {
 		return err
 	}
-	if on {
-		for _, n := range c.nodes {
-			want += len(gpuResources(n.name, n.kind.inv).Pools[n.name].Slices[0].Devices)
-		}
-	}
-	return c.waitDevices(ctx, gpuDriver, want)
+	return c.waitDevices(ctx, gpuDriver, int(want.Load()))
 }

@@ -3,7 +3,6 @@ package scale
 import (
 	"context"
 	"fmt"
-	"maps"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -195,7 +194,6 @@ func perNIC(def *devicemodel.Result) *devicemodel.Result {
 				}
 				d = *d.DeepCopy()
 				d.ConsumesCounters = nil
-				d.Attributes = maps.Clone(d.Attributes)
 				devs = append(devs, d)
 				out.Devices[d.Name] = def.Devices[d.Name]
 			}

@@ -2,12 +2,9 @@ package scale
 
 import (
 	"encoding/json"
-	"fmt"
-	"maps"
-	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
+
+	"github.com/rdma-dra/rdma-dra-driver/test/bench"
 )
 
 // HeadlineFill is the fill level of the headline figures: a half-full cluster.
@@ -53,24 +50,24 @@ type Memory struct {
 // resource, same run) and their ratio.
 func (r *Results) Headline() map[string]float64 {
 	out := map[string]float64{}
+	dra, er := map[int]float64{}, map[int]float64{}
 	for _, p := range r.Points {
-		if p.Fill != HeadlineFill {
-			continue
-		}
-		key := "sched_pods_per_sec_" + strconv.Itoa(p.Nodes) + "_nodes"
 		switch {
+		case p.Fill != HeadlineFill:
 		case p.Scenario == ScenarioShare.Name && p.Model == ModelDefault:
-			out[key] = p.PodsPerSec
+			dra[p.Nodes] = p.PodsPerSec
 		case p.Scenario == ScenarioExtendedResource.Name:
-			out[key+"_extended_resource"] = p.PodsPerSec
+			er[p.Nodes] = p.PodsPerSec
 		}
 	}
-	for k, v := range maps.Clone(out) {
-		if base, ok := strings.CutSuffix(k, "_extended_resource"); ok && v > 0 {
-			if dra, ok := out[base]; ok {
-				out[strings.Replace(base, "sched_pods_per_sec_", "sched_ratio_vs_extended_resource_", 1)] = dra / v
-			}
+	for n, v := range dra {
+		out["sched_pods_per_sec_"+strconv.Itoa(n)+"_nodes"] = v
+		if e, ok := er[n]; ok && e > 0 {
+			out["sched_ratio_vs_extended_resource_"+strconv.Itoa(n)+"_nodes"] = v / e
 		}
+	}
+	for n, v := range er {
+		out["sched_pods_per_sec_"+strconv.Itoa(n)+"_nodes_extended_resource"] = v
 	}
 	return out
 }
@@ -93,16 +90,4 @@ func (r *Results) MarshalJSON() ([]byte, error) {
 }
 
 // Write writes the results to path, indented.
-func (r *Results) Write(path string) error {
-	data, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode results: %w", err)
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("create %s: %w", filepath.Dir(path), err)
-	}
-	if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
-		return fmt.Errorf("write results: %w", err)
-	}
-	return nil
-}
+func (r *Results) Write(path string) error { return bench.WriteJSONFile(path, r) }

@@ -101,9 +101,7 @@ func runSize(ctx context.Context, o Options, nodes int, r *Results) error {
 	if err := os.RemoveAll(work); err != nil {
 		return fmt.Errorf("clean %s: %w", work, err)
 	}
-	so := o
-	so.Nodes = []int{nodes}
-	c, err := startCluster(ctx, so, work, logs)
+	c, err := startCluster(ctx, o, nodes, work, logs)
 	if err != nil {
 		return err
 	}
@@ -182,29 +180,11 @@ func (c *Cluster) peakMemory() Memory {
 		pids[name] = pid
 	}
 	for name, pid := range pids {
-		if v, err := procStatusMiB(pid, "VmHWM:"); err == nil {
+		if v, err := bench.ProcStatusMiB(pid, "VmHWM"); err == nil {
 			m.PeakMB[name] = v
 		}
 	}
 	return m
-}
-
-// procStatusMiB reads a kB field of /proc/<pid>/status in MiB.
-func procStatusMiB(pid int, field string) (float64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, fmt.Errorf("read status of pid %d: %w", pid, err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, field); ok {
-			kb, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 64)
-			if err != nil {
-				return 0, fmt.Errorf("parse %s of pid %d: %w", field, pid, err)
-			}
-			return kb / 1024, nil
-		}
-	}
-	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
 }
 
 // memTotalGiB is the machine's memory.
