@@ -34,6 +34,12 @@ const (
 // machine can do.
 var schedulerLimits = controlplane.ClientLimits{QPS: 5000, Burst: 5000}
 
+// TunedPercentage is the percentageOfNodesToScore of the tuned scheduler the last step
+// measures beside the default, adaptive one (which looks for max(50 - nodes/125, 5)%
+// of the nodes feasible, at least 100). At up to 1,000 nodes 10% means the floor of 100
+// nodes.
+const TunedPercentage = 10
+
 // Cluster is the running simulated cluster.
 type Cluster struct {
 	cp      *controlplane.ControlPlane
@@ -46,13 +52,19 @@ type Cluster struct {
 	// requests counts the simulated plugins' API requests.
 	requests *requestCounter
 	model    Model
+	// work and logs are the cluster's directories; percentage is the running
+	// scheduler's percentageOfNodesToScore (0: the default); schedPeakMB is the peak
+	// RSS of the schedulers stopped before it.
+	work, logs  string
+	percentage  int
+	schedPeakMB float64
 }
 
 // startCluster starts the control plane, the scheduler, the controller manager and kwok,
 // creates n nodes and publishes their slices in the default model.
 func startCluster(ctx context.Context, o Options, n int, work, logs string) (_ *Cluster, err error) {
 	logger := klog.FromContext(ctx)
-	c := &Cluster{requests: &requestCounter{}}
+	c := &Cluster{requests: &requestCounter{}, work: work, logs: logs}
 	defer func() {
 		if err != nil {
 			c.Stop(ctx)
@@ -78,7 +90,7 @@ func startCluster(ctx context.Context, o Options, n int, work, logs string) (_ *
 	if c.kcm, err = c.cp.StartControllerManager(ctx, logs, "resourceclaim-controller,node-lifecycle-controller", limits); err != nil {
 		return nil, err
 	}
-	if c.sched, err = c.cp.StartScheduler(ctx, filepath.Join(work, "scheduler"), logs, schedulerLimits); err != nil {
+	if c.sched, err = c.cp.StartScheduler(ctx, filepath.Join(work, "scheduler"), logs, controlplane.SchedulerConfig{Limits: schedulerLimits}); err != nil {
 		return nil, err
 	}
 	if c.kwok, err = startKwok(ctx, o.Kwok, o.KwokStages, c.cp.Kubeconfig, logs); err != nil {
@@ -117,6 +129,23 @@ func startKwok(ctx context.Context, bin string, stages []string, kubeconfig, log
 		"--manage-nodes-with-annotation-selector="+kwokAnnotation+"=fake",
 		"--cidr=10.0.0.0/8", "--node-ip=127.0.0.1", "--server-address=127.0.0.1:"+strconv.Itoa(ports[0]),
 		"--node-lease-duration-seconds=40")
+}
+
+// restartScheduler replaces the scheduler with one that scores percentage of the nodes
+// (0: the default). Its log goes beside the first one's, named by the percentage.
+func (c *Cluster) restartScheduler(ctx context.Context, percentage int) error {
+	if peak, err := bench.ProcStatusMiB(c.sched.Pid(), "VmHWM"); err == nil {
+		c.schedPeakMB = max(c.schedPeakMB, peak)
+	}
+	c.sched.Stop(ctx, 15*time.Second)
+	name := fmt.Sprintf("scheduler-percentage-%d", percentage)
+	sched, err := c.cp.StartScheduler(ctx, filepath.Join(c.work, name), filepath.Join(c.logs, name),
+		controlplane.SchedulerConfig{Limits: schedulerLimits, PercentageOfNodesToScore: percentage})
+	if err != nil {
+		return fmt.Errorf("restart the scheduler with percentageOfNodesToScore %d: %w", percentage, err)
+	}
+	c.sched, c.percentage = sched, percentage
+	return nil
 }
 
 // createAPIObjects creates the namespaces with their service accounts (no controller

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -85,6 +86,8 @@ type Point struct {
 	Scenario string  `json:"scenario"`
 	Model    Model   `json:"model"`
 	Fill     float64 `json:"fill"`
+	// PercentageOfNodesToScore is the scheduler's setting; 0 is its default (adaptive).
+	PercentageOfNodesToScore int `json:"percentage_of_nodes_to_score,omitempty"`
 	// Pods were created as fast as the harness could (a burst) and PodsPerSec is how
 	// many the scheduler bound per second, from the first creation to the last binding.
 	Pods       int     `json:"pods"`
@@ -109,7 +112,7 @@ const stallTimeout = 90 * time.Second
 // measure runs one point: the burst, then the paced pods for latency, then removes them.
 func (c *Cluster) measure(ctx context.Context, b *binder, s Scenario, fill float64, o Options, id string) (Point, error) {
 	logger := klog.FromContext(ctx)
-	p := Point{Nodes: len(c.nodes), Scenario: s.Name, Model: c.model, Fill: fill, Pods: o.Pods, LatencyPods: o.LatencyPods}
+	p := Point{Nodes: len(c.nodes), Scenario: s.Name, Model: c.model, Fill: fill, PercentageOfNodesToScore: c.percentage, Pods: o.Pods, LatencyPods: o.LatencyPods}
 	if s.ExtendedResource {
 		p.Model = ""
 	}
@@ -121,6 +124,8 @@ func (c *Cluster) measure(ctx context.Context, b *binder, s Scenario, fill float
 	if err != nil {
 		return p, err
 	}
+	profiled := c.profileBurst(ctx, p)
+	defer profiled()
 	names, created, err := c.createPods(ctx, s, template, id+"-b", o.Pods, 0)
 	if err != nil {
 		return p, err
@@ -163,10 +168,39 @@ func (c *Cluster) measure(ctx context.Context, b *binder, s Scenario, fill float
 	if err := c.emptyNamespace(ctx, loadNamespace); err != nil {
 		return p, err
 	}
-	logger.Info("Measured", "nodes", p.Nodes, "scenario", p.Scenario, "model", p.Model, "fill", fill,
+	logger.Info("Measured", "nodes", p.Nodes, "scenario", p.Scenario, "model", p.Model, "fill", fill, "percentageOfNodesToScore", p.PercentageOfNodesToScore,
 		"podsPerSec", fmt.Sprintf("%.1f", p.PodsPerSec), "latencyP50ms", p.Latency.P50, "latencyP99ms", p.Latency.P99,
 		"schedulerCPUMsPerPod", fmt.Sprintf("%.2f", p.SchedulerCPUMsPerPod))
 	return p, nil
+}
+
+// profileDuration is how long the scheduler's CPU profile of a headline burst runs: less
+// than the burst lasts at 1,000 nodes.
+const profileDuration = 10 * time.Second
+
+// profileBurst records the scheduler's CPU profile while the burst of a headline point
+// (one share, default model, HeadlineFill) runs, into the logs as
+// kube-scheduler-<nodes>-nodes[-percentage-<P>].pprof; other points are not profiled. The
+// returned function waits until the profile is written.
+func (c *Cluster) profileBurst(ctx context.Context, p Point) (wait func()) {
+	if p.Scenario != ScenarioShare.Name || p.Model != ModelDefault || p.Fill != HeadlineFill {
+		return func() {}
+	}
+	name := fmt.Sprintf("kube-scheduler-%d-nodes", p.Nodes)
+	if p.PercentageOfNodesToScore != 0 {
+		name += fmt.Sprintf("-percentage-%d", p.PercentageOfNodesToScore)
+	}
+	path := filepath.Join(c.logs, name+".pprof")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := c.sched.CPUProfile(ctx, profileDuration, path); err != nil {
+			klog.FromContext(ctx).Error(err, "No CPU profile of the burst")
+			return
+		}
+		klog.FromContext(ctx).Info("Scheduler CPU profile of the burst", "path", path)
+	}()
+	return func() { <-done }
 }
 
 // ensureTemplate creates the scenario's claim template once; "" for the extended resource.

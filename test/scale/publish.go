@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -33,7 +35,22 @@ const (
 	// one-device-per-NIC driver such as dranet). Not a model of this driver: the harness
 	// derives it from the default model's exclusive devices.
 	ModelPerNIC Model = "per-nic"
+	// ModelFewAttributes is the default model's devices and counters with only the
+	// attributes the measured pods select on (mode, numa_node and the PCIe root). Not a
+	// model of this driver either: it measures what the other attributes cost the
+	// scheduler.
+	ModelFewAttributes Model = "few-attributes"
 )
+
+// fewAttributes are the attributes ModelFewAttributes keeps, as published (the driver's
+// own without their domain).
+var fewAttributes = []resourceapi.QualifiedName{ownAttribute(devicemodel.AttrMode), ownAttribute(devicemodel.AttrNUMANode), resourceapi.QualifiedName(pcieRootAttribute)}
+
+// ownAttribute is the name of one of the driver's own attributes as it publishes it:
+// without its domain (see the devicemodel package).
+func ownAttribute(a resourceapi.QualifiedName) resourceapi.QualifiedName {
+	return resourceapi.QualifiedName(strings.TrimPrefix(string(a), devicemodel.AttributeDomain+"/"))
+}
 
 // requestCounter counts the HTTP requests of the simulated plugins, watches included.
 type requestCounter struct{ n atomic.Int64 }
@@ -157,6 +174,7 @@ func newNodePublisher(ctx context.Context, client kubernetes.Interface, node *v1
 		p.results[m] = res
 	}
 	p.results[ModelPerNIC] = perNIC(p.results[ModelDefault])
+	p.results[ModelFewAttributes] = withAttributes(p.results[ModelDefault], fewAttributes)
 	return p, nil
 }
 
@@ -172,9 +190,9 @@ func (p *nodePublisher) publish(ctx context.Context, m Model) error {
 		p.pub = plugin.NewPublisher(p.disc, modelOptions(p.node.Name, false), choice, plugin.PublisherOptions{})
 		p.pub.SetSink(p.sink)
 		return p.pub.Sync(ctx)
-	case ModelPerNIC:
+	case ModelPerNIC, ModelFewAttributes:
 		p.pub = nil
-		return p.sink.PublishResources(ctx, p.results[ModelPerNIC].Resources)
+		return p.sink.PublishResources(ctx, p.results[m].Resources)
 	}
 	return fmt.Errorf("unknown model %q", m)
 }
@@ -200,6 +218,32 @@ func perNIC(def *devicemodel.Result) *devicemodel.Result {
 			if len(devs) > 0 {
 				np.Slices = append(np.Slices, resourceslice.Slice{Devices: devs})
 			}
+		}
+		out.Resources.Pools[name] = np
+	}
+	return out
+}
+
+// withAttributes derives a model from def whose devices keep only the attributes keep
+// (as published); the devices, counters and slices are def's.
+func withAttributes(def *devicemodel.Result, keep []resourceapi.QualifiedName) *devicemodel.Result {
+	out := &devicemodel.Result{Devices: def.Devices, DriverName: def.DriverName, NodeName: def.NodeName, PoolName: def.PoolName}
+	out.Resources.Pools = map[string]resourceslice.Pool{}
+	for name, pool := range def.Resources.Pools {
+		np := resourceslice.Pool{NodeSelector: pool.NodeSelector, Generation: pool.Generation}
+		for _, s := range pool.Slices {
+			ns := s
+			ns.Devices = make([]resourceapi.Device, len(s.Devices))
+			for i, d := range s.Devices {
+				d = *d.DeepCopy()
+				for a := range d.Attributes {
+					if !slices.Contains(keep, a) {
+						delete(d.Attributes, a)
+					}
+				}
+				ns.Devices[i] = d
+			}
+			np.Slices = append(np.Slices, ns)
 		}
 		out.Resources.Pools[name] = np
 	}

@@ -40,25 +40,35 @@ func RenderReport(r *Results) string {
 	w("%s\n", method)
 
 	w("## Headline: one share per pod against the extended resource, fill %.0f%%\n\n", HeadlineFill*100)
-	w("| nodes | one share, default model (pods/s) | extended resource (pods/s) | ratio (goal ≥ 0.5) |\n|---:|---:|---:|---:|\n")
+	w("| nodes | scheduler | one share, default model (pods/s) | extended resource (pods/s) | ratio (goal ≥ 0.5) |\n|---:|---|---:|---:|---:|\n")
 	h := r.Headline()
 	for _, n := range sizes(r) {
-		key := fmt.Sprintf("sched_pods_per_sec_%d_nodes", n)
-		w("| %d | %.1f | %.1f | %.2f |\n", n, h[key], h[key+"_extended_resource"], h[fmt.Sprintf("sched_ratio_vs_extended_resource_%d_nodes", n)])
+		for _, pct := range percentages(r) {
+			suffix := ""
+			if pct != 0 {
+				suffix = fmt.Sprintf("_percentage_%d", pct)
+			}
+			key := fmt.Sprintf("sched_pods_per_sec_%d_nodes", n)
+			if _, ok := h[key+suffix]; !ok {
+				continue
+			}
+			w("| %d | %s | %.1f | %.1f | %.2f |\n", n, schedulerSetting(pct), h[key+suffix], h[key+"_extended_resource"+suffix],
+				h[fmt.Sprintf("sched_ratio_vs_extended_resource_%d_nodes", n)+suffix])
+		}
 	}
 	w("\n## Every scenario\n\n")
 	w("Throughput is a burst of pods created at once; latency is pod-created-to-bound of pods then created at the rate shown. The ratio is against the extended resource at the same size and fill.\n\n")
-	w("| nodes | scenario | model | fill | pods/s | ratio | latency p50 / p99 (ms) | at pods/s | scheduler CPU per pod (ms) |\n|---:|---|---|---:|---:|---:|---:|---:|---:|\n")
+	w("| nodes | scheduler | scenario | model | fill | pods/s | ratio | latency p50 / p99 (ms) | at pods/s | scheduler CPU per pod (ms) |\n|---:|---|---|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, p := range r.Points {
 		model := string(p.Model)
 		if model == "" {
 			model = "(node capacity)"
 		}
 		ratio := "–"
-		if er := erAt(r, p.Nodes, p.Fill); er > 0 && p.Scenario != ScenarioExtendedResource.Name {
+		if er := erAt(r, p); er > 0 && p.Scenario != ScenarioExtendedResource.Name {
 			ratio = fmt.Sprintf("%.2f", p.PodsPerSec/er)
 		}
-		w("| %d | %s | %s | %.0f%% | %.1f | %s | %.0f / %.0f | %.1f | %.1f |\n", p.Nodes, p.Scenario, model, p.Fill*100, p.PodsPerSec, ratio, p.Latency.P50, p.Latency.P99, p.LatencyRate, p.SchedulerCPUMsPerPod)
+		w("| %d | %s | %s | %s | %.0f%% | %.1f | %s | %.0f / %.0f | %.1f | %.1f |\n", p.Nodes, schedulerSetting(p.PercentageOfNodesToScore), p.Scenario, model, p.Fill*100, p.PodsPerSec, ratio, p.Latency.P50, p.Latency.P99, p.LatencyRate, p.SchedulerCPUMsPerPod)
 	}
 	w("\nThe scenarios:\n\n")
 	for _, s := range r.Scenarios {
@@ -106,10 +116,31 @@ func sizes(r *Results) []int {
 	return out
 }
 
-// erAt is the extended resource's throughput at a size and fill, 0 if not measured.
-func erAt(r *Results, nodes int, fill float64) float64 {
+// percentages are the scheduler settings measured, the default (0) first.
+func percentages(r *Results) []int {
+	var out []int
 	for _, p := range r.Points {
-		if p.Nodes == nodes && p.Fill == fill && p.Scenario == ScenarioExtendedResource.Name {
+		if !slices.Contains(out, p.PercentageOfNodesToScore) {
+			out = append(out, p.PercentageOfNodesToScore)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// schedulerSetting names a percentageOfNodesToScore for the report.
+func schedulerSetting(pct int) string {
+	if pct == 0 {
+		return "default"
+	}
+	return fmt.Sprintf("percentageOfNodesToScore %d", pct)
+}
+
+// erAt is the extended resource's throughput at the size, fill and scheduler settings
+// of point q, 0 if not measured.
+func erAt(r *Results, q Point) float64 {
+	for _, p := range r.Points {
+		if p.Nodes == q.Nodes && p.Fill == q.Fill && p.PercentageOfNodesToScore == q.PercentageOfNodesToScore && p.Scenario == ScenarioExtendedResource.Name {
 			return p.PodsPerSec
 		}
 	}

@@ -45,29 +45,40 @@ type Memory struct {
 }
 
 // Headline returns the figures the issue names, for every cluster size measured:
-// sched_pods_per_sec_<N>_nodes (one share per pod, default model, HeadlineFill),
-// sched_pods_per_sec_<N>_nodes_extended_resource (the same pods asking for the extended
-// resource, same run) and their ratio.
+// sched_pods_per_sec_<N>_nodes (one share per pod, default model, HeadlineFill, the
+// scheduler's default settings), sched_pods_per_sec_<N>_nodes_extended_resource (the
+// same pods asking for the extended resource, same run) and their ratio
+// sched_ratio_vs_extended_resource_<N>_nodes; the same with the scheduler tuned carry
+// the suffix _percentage_<P>.
 func (r *Results) Headline() map[string]float64 {
+	type key struct{ nodes, percentage int }
 	out := map[string]float64{}
-	dra, er := map[int]float64{}, map[int]float64{}
+	dra, er := map[key]float64{}, map[key]float64{}
 	for _, p := range r.Points {
+		k := key{p.Nodes, p.PercentageOfNodesToScore}
 		switch {
 		case p.Fill != HeadlineFill:
 		case p.Scenario == ScenarioShare.Name && p.Model == ModelDefault:
-			dra[p.Nodes] = p.PodsPerSec
+			dra[k] = p.PodsPerSec
 		case p.Scenario == ScenarioExtendedResource.Name:
-			er[p.Nodes] = p.PodsPerSec
+			er[k] = p.PodsPerSec
 		}
 	}
-	for n, v := range dra {
-		out["sched_pods_per_sec_"+strconv.Itoa(n)+"_nodes"] = v
-		if e, ok := er[n]; ok && e > 0 {
-			out["sched_ratio_vs_extended_resource_"+strconv.Itoa(n)+"_nodes"] = v / e
+	suffix := func(k key) string {
+		if k.percentage == 0 {
+			return ""
+		}
+		return "_percentage_" + strconv.Itoa(k.percentage)
+	}
+	for k, v := range dra {
+		n := strconv.Itoa(k.nodes)
+		out["sched_pods_per_sec_"+n+"_nodes"+suffix(k)] = v
+		if e, ok := er[k]; ok && e > 0 {
+			out["sched_ratio_vs_extended_resource_"+n+"_nodes"+suffix(k)] = v / e
 		}
 	}
-	for n, v := range er {
-		out["sched_pods_per_sec_"+strconv.Itoa(n)+"_nodes_extended_resource"] = v
+	for k, v := range er {
+		out["sched_pods_per_sec_"+strconv.Itoa(k.nodes)+"_nodes_extended_resource"+suffix(k)] = v
 	}
 	return out
 }

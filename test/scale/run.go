@@ -41,18 +41,23 @@ type Options struct {
 	Smoke bool
 }
 
-// step is a model, a fill level and the scenarios measured in that state.
+// step is a model, a fill level and the scenarios measured in that state, by a
+// scheduler with percentageOfNodesToScore percentage (0: the default).
 type step struct {
-	model     Model
-	fill      float64
-	scenarios []Scenario
+	model      Model
+	fill       float64
+	scenarios  []Scenario
+	percentage int
 }
 
 // plan is the order of the measurements on one cluster: the default model at each fill
 // level with the extended resource beside it; the scenarios that need room (4 ports on
 // one NUMA node) on the empty cluster; the others at HeadlineFill; then the legacy and
-// the per-NIC model at HeadlineFill. The legacy model has no whole ports in its default
-// (shared) mode, so it is measured with shares only; the per-NIC model has no shares.
+// the per-NIC model at HeadlineFill; the few-attributes model (what the attributes
+// cost) with shares; last the default model again with the scheduler tuned
+// (TunedPercentage), shares and the extended resource side by side. The legacy model has
+// no whole ports in its default (shared) mode, so it is measured with shares only; the
+// per-NIC model has no shares.
 func plan(fills []float64) []step {
 	var out []step
 	for _, f := range fills {
@@ -68,6 +73,9 @@ func plan(fills []float64) []step {
 	return append(out,
 		step{model: ModelLegacy, fill: HeadlineFill, scenarios: []Scenario{ScenarioShare}},
 		step{model: ModelPerNIC, fill: HeadlineFill, scenarios: []Scenario{ScenarioWholePort}},
+		step{model: ModelFewAttributes, fill: HeadlineFill, scenarios: []Scenario{ScenarioShare}},
+		step{model: ModelDefault, fill: HeadlineFill, percentage: TunedPercentage,
+			scenarios: []Scenario{ScenarioShare, ScenarioExtendedResource, ScenarioWholePort}},
 	)
 }
 
@@ -119,15 +127,23 @@ func runSize(ctx context.Context, o Options, nodes int, r *Results) error {
 				return err
 			}
 		}
-		if !published[st.model] {
-			published[st.model] = true
-			f, err := c.sliceFigures(ctx)
-			if err != nil {
+		restarted := c.percentage != st.percentage
+		if restarted {
+			if err := c.restartScheduler(ctx, st.percentage); err != nil {
 				return err
 			}
-			r.Slices = append(r.Slices, f)
-			// Warm up: the first pods of a model compile the classes' CEL and fill
-			// the scheduler's caches, as on a cluster that has been running.
+		}
+		if !published[st.model] || restarted {
+			if !published[st.model] {
+				f, err := c.sliceFigures(ctx)
+				if err != nil {
+					return err
+				}
+				r.Slices = append(r.Slices, f)
+			}
+			published[st.model] = true
+			// Warm up: the first pods of a model or a scheduler compile the classes'
+			// CEL and fill the scheduler's caches, as on a cluster that has been running.
 			if _, err := c.measure(ctx, b, st.scenarios[0], 0, Options{Pods: 10}, fmt.Sprintf("w%d", i)); err != nil {
 				return fmt.Errorf("warm-up in the %s model: %w", st.model, err)
 			}
@@ -184,6 +200,7 @@ func (c *Cluster) peakMemory() Memory {
 			m.PeakMB[name] = v
 		}
 	}
+	m.PeakMB["kube-scheduler"] = max(m.PeakMB["kube-scheduler"], c.schedPeakMB)
 	return m
 }
 

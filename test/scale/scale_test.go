@@ -92,6 +92,7 @@ func TestFillDevices(t *testing.T) {
 	}{
 		{ModelDefault, def, 2},
 		{ModelPerNIC, perNIC(def), 2},
+		{ModelFewAttributes, withAttributes(def, fewAttributes), 2},
 		{ModelLegacy, legacy, 0}, // counted below: every device of the two ports
 	} {
 		devices, shares := fillDevices(tc.res, def, tc.model, ports)
@@ -208,6 +209,77 @@ func TestPlan(t *testing.T) {
 	if !has(ModelLegacy, HeadlineFill, "share") || has(ModelLegacy, HeadlineFill, "whole-port") || !has(ModelPerNIC, HeadlineFill, "whole-port") {
 		t.Error("legacy model: shares only; per-NIC model: whole ports")
 	}
+	if !has(ModelFewAttributes, HeadlineFill, "share") {
+		t.Error("the few-attributes model is not measured")
+	}
+	// The tuned scheduler measures shares and the extended resource side by side, and
+	// is last: the steps before it run with the default settings.
+	last := steps[len(steps)-1]
+	if last.percentage != TunedPercentage || last.model != ModelDefault || last.fill != HeadlineFill ||
+		!slices.ContainsFunc(last.scenarios, func(s Scenario) bool { return s.Name == ScenarioShare.Name }) ||
+		!slices.ContainsFunc(last.scenarios, func(s Scenario) bool { return s.Name == ScenarioExtendedResource.Name }) {
+		t.Errorf("last step %+v, want shares and the extended resource with percentage %d", last, TunedPercentage)
+	}
+	for _, st := range steps[:len(steps)-1] {
+		if st.percentage != 0 {
+			t.Errorf("step %+v runs a tuned scheduler before the last step", st)
+		}
+	}
+}
+
+func TestWithAttributes(t *testing.T) {
+	k := testKinds(t)[0]
+	def, err := devicemodel.Build(k.inv, modelOptions("n", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	attributes := func(r *devicemodel.Result) (n int) {
+		for _, pool := range r.Resources.Pools {
+			for _, s := range pool.Slices {
+				for _, d := range s.Devices {
+					n += len(d.Attributes)
+				}
+			}
+		}
+		return n
+	}
+	before := attributes(def)
+	got := withAttributes(def, fewAttributes)
+	if after := attributes(def); after != before {
+		t.Errorf("the default model lost attributes: %d, then %d", before, after)
+	}
+	var devices int
+	for name, pool := range got.Resources.Pools {
+		orig := def.Resources.Pools[name]
+		if len(pool.Slices) != len(orig.Slices) {
+			t.Fatalf("pool %s: %d slices, want the default model's %d", name, len(pool.Slices), len(orig.Slices))
+		}
+		for i, s := range pool.Slices {
+			if len(s.Devices) != len(orig.Slices[i].Devices) || len(s.SharedCounters) != len(orig.Slices[i].SharedCounters) {
+				t.Errorf("slice %d: devices or counters differ from the default model", i)
+			}
+			for j, d := range s.Devices {
+				devices++
+				if len(d.Attributes) == 0 || len(d.Attributes) >= len(orig.Slices[i].Devices[j].Attributes) {
+					t.Errorf("device %s: %d attributes, the default model has %d", d.Name, len(d.Attributes), len(orig.Slices[i].Devices[j].Attributes))
+				}
+				for a := range d.Attributes {
+					if !slices.Contains(fewAttributes, a) {
+						t.Errorf("device %s keeps attribute %s", d.Name, a)
+					}
+				}
+				if _, ok := d.Attributes[ownAttribute(devicemodel.AttrMode)]; !ok {
+					t.Errorf("device %s lost its mode, which the classes select on", d.Name)
+				}
+				if len(d.ConsumesCounters) != len(orig.Slices[i].Devices[j].ConsumesCounters) {
+					t.Errorf("device %s: counters differ from the default model", d.Name)
+				}
+			}
+		}
+	}
+	if devices != len(def.Devices) {
+		t.Errorf("%d devices, want the default model's %d", devices, len(def.Devices))
+	}
 }
 
 func TestHeadline(t *testing.T) {
@@ -216,6 +288,8 @@ func TestHeadline(t *testing.T) {
 		{Nodes: 1000, Scenario: "extended-resource", Fill: 0.5, PodsPerSec: 80},
 		{Nodes: 1000, Scenario: "share", Model: ModelDefault, Fill: 0, PodsPerSec: 99},
 		{Nodes: 1000, Scenario: "share", Model: ModelLegacy, Fill: 0.5, PodsPerSec: 98},
+		{Nodes: 1000, Scenario: "share", Model: ModelDefault, Fill: 0.5, PercentageOfNodesToScore: 10, PodsPerSec: 40},
+		{Nodes: 1000, Scenario: "extended-resource", Fill: 0.5, PercentageOfNodesToScore: 10, PodsPerSec: 100},
 	}}
 	data, err := json.Marshal(r)
 	if err != nil {
@@ -226,9 +300,12 @@ func TestHeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	for key, want := range map[string]float64{
-		"sched_pods_per_sec_1000_nodes":                   20,
-		"sched_pods_per_sec_1000_nodes_extended_resource": 80,
-		"sched_ratio_vs_extended_resource_1000_nodes":     0.25,
+		"sched_pods_per_sec_1000_nodes":                                 20,
+		"sched_pods_per_sec_1000_nodes_extended_resource":               80,
+		"sched_ratio_vs_extended_resource_1000_nodes":                   0.25,
+		"sched_pods_per_sec_1000_nodes_percentage_10":                   40,
+		"sched_pods_per_sec_1000_nodes_extended_resource_percentage_10": 100,
+		"sched_ratio_vs_extended_resource_1000_nodes_percentage_10":     0.4,
 	} {
 		if got[key] != want {
 			t.Errorf("%s = %v, want %v", key, got[key], want)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -36,15 +37,25 @@ type ClientLimits struct {
 	QPS, Burst int
 }
 
-// StartScheduler starts kube-scheduler with its default profile (the plugins and scoring
-// a cluster runs by default), without leader election, talking to the API server with
-// the admin's credentials at limits. Logs go to logDir.
-func (cp *ControlPlane) StartScheduler(ctx context.Context, dir, logDir string, limits ClientLimits) (*Component, error) {
+// SchedulerConfig is what the harnesses set in kube-scheduler's configuration; the rest
+// is its default profile (the plugins and scoring a cluster runs by default).
+type SchedulerConfig struct {
+	// Limits are its client limits towards the API server.
+	Limits ClientLimits
+	// PercentageOfNodesToScore is the share of the nodes the scheduler filters before it
+	// stops looking for more feasible ones; 0 keeps the default, adaptive one.
+	PercentageOfNodesToScore int
+}
+
+// StartScheduler starts kube-scheduler with the default profile and cfg, without leader
+// election, talking to the API server with the admin's credentials. Its configuration
+// file is written into dir, its log into logDir.
+func (cp *ControlPlane) StartScheduler(ctx context.Context, dir, logDir string, cfg SchedulerConfig) (*Component, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create scheduler directory: %w", err)
 	}
 	config := filepath.Join(dir, "kube-scheduler.yaml")
-	cfg := fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
+	text := fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 clientConnection:
   kubeconfig: %q
@@ -52,8 +63,11 @@ clientConnection:
   burst: %d
 leaderElection:
   leaderElect: false
-`, cp.Kubeconfig, limits.QPS, limits.Burst)
-	if err := os.WriteFile(config, []byte(cfg), 0o644); err != nil {
+`, cp.Kubeconfig, cfg.Limits.QPS, cfg.Limits.Burst)
+	if cfg.PercentageOfNodesToScore > 0 {
+		text += fmt.Sprintf("percentageOfNodesToScore: %d\n", cfg.PercentageOfNodesToScore)
+	}
+	if err := os.WriteFile(config, []byte(text), 0o644); err != nil {
 		return nil, fmt.Errorf("write scheduler configuration: %w", err)
 	}
 	return cp.startComponent(ctx, "kube-scheduler", cp.bins.Scheduler, logDir,
@@ -88,4 +102,30 @@ func (cp *ControlPlane) startComponent(ctx context.Context, name, bin, logDir st
 		return nil, err
 	}
 	return c, nil
+}
+
+// CPUProfile records the component's CPU profile for d (its /debug/pprof/profile, open
+// to the harness) into path.
+func (c *Component) CPUProfile(ctx context.Context, d time.Duration, path string) error {
+	url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", c.URL, int(d.Seconds()))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.HTTPClient(d + 30*time.Second).Do(req)
+	if err != nil {
+		return fmt.Errorf("CPU profile of %s: %w", c.name, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("CPU profile of %s: %s", c.name, resp.Status)
+	}
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("CPU profile of %s: %w", c.name, err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return fmt.Errorf("write CPU profile: %w", err)
+	}
+	return nil
 }

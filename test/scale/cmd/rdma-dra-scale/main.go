@@ -9,6 +9,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
+	"net/http"
+	_ "net/http/pprof" // the profiles -pprof-addr serves
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -38,7 +41,14 @@ func main() {
 	flag.BoolVar(&o.Smoke, "smoke", false, "a quick run that checks the harness end to end (CI), not the numbers")
 	report := flag.String("report", "", "the report to write; default <repo>/docs/benchmarks-scale.md, none with -smoke")
 	fromJSON := flag.String("from-json", "", "measure nothing: render the report from this scale.json")
+	pprofAddr := flag.String("pprof-addr", "", "serve the harness's own profiles (net/http/pprof) on this loopback address, e.g. 127.0.0.1:6060")
 	flag.Parse()
+	if *pprofAddr != "" {
+		if err := servePprof(*pprofAddr); err != nil {
+			fmt.Fprintf(os.Stderr, "rdma-dra-scale: %v\n", err)
+			os.Exit(1)
+		}
+	}
 	if *fromJSON != "" {
 		if err := rerender(o.Repo, *fromJSON, *report); err != nil {
 			fmt.Fprintf(os.Stderr, "rdma-dra-scale: %v\n", err)
@@ -50,6 +60,21 @@ func main() {
 		fmt.Fprintf(os.Stderr, "rdma-dra-scale: %v\n", err)
 		os.Exit(1)
 	}
+}
+
+// servePprof serves net/http/pprof's handlers on addr, which must be a loopback address:
+// the profiles are for whoever runs the harness.
+func servePprof(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("-pprof-addr %q: want a loopback address and port, e.g. 127.0.0.1:6060", addr)
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("-pprof-addr: %w", err)
+	}
+	go func() { _ = http.Serve(l, nil) }()
+	return nil
 }
 
 // pick is the flag's value, or the default for a normal or a smoke run.
