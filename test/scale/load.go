@@ -112,6 +112,7 @@ const stallTimeout = 90 * time.Second
 // measure runs one point: the burst, then the paced pods for latency, then removes them.
 func (c *Cluster) measure(ctx context.Context, b *binder, s Scenario, fill float64, o Options, id string) (Point, error) {
 	logger := klog.FromContext(ctx)
+	o.Pods, o.LatencyPods = podsFor(s, c.nodes, fill, o.Pods, o.LatencyPods)
 	p := Point{Nodes: len(c.nodes), Scenario: s.Name, Model: c.model, Fill: fill, PercentageOfNodesToScore: c.percentage, Pods: o.Pods, LatencyPods: o.LatencyPods}
 	if s.ExtendedResource {
 		p.Model = ""

@@ -361,3 +361,50 @@ func TestNodeRoom(t *testing.T) {
 		t.Errorf("room for %d pods", pods.Value())
 	}
 }
+
+func TestPodsFor(t *testing.T) {
+	kinds := testKinds(t)
+	var nodes []*simNode
+	for i := range 3 {
+		nodes = append(nodes, &simNode{name: nodeName(i), index: i, kind: kinds[i%len(kinds)]})
+	}
+	ports := 0
+	for _, n := range nodes {
+		ports += len(n.kind.inv.Ports)
+	}
+	for _, tc := range []struct {
+		name               string
+		s                  Scenario
+		fill               float64
+		burst, paced       int
+		wantBurst, wantPac int
+	}{
+		{"shares are not limited", ScenarioShare, 0.9, 200, 50, 200, 50},
+		{"whole ports fit", ScenarioWholePort, 0, ports - 5, 5, ports - 5, 5},
+		{"whole ports limited", ScenarioWholePort, 0, 200, 50, ports * 3 / 4, ports - ports*3/4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, p := podsFor(tc.s, nodes, tc.fill, tc.burst, tc.paced)
+			if b != tc.wantBurst || p != tc.wantPac {
+				t.Errorf("podsFor = %d, %d; want %d, %d", b, p, tc.wantBurst, tc.wantPac)
+			}
+		})
+	}
+	// Taken ports are not room.
+	half := 0
+	for _, n := range nodes {
+		half += wholePorts(n, 0.5)
+	}
+	if half >= ports || half == 0 {
+		t.Errorf("%d whole ports free at fill 0.5 of %d", half, ports)
+	}
+	// 4 ports on one NUMA node: never more pods than ports/4, and at least one on a
+	// profile with 4 ports on a NUMA node.
+	numa := 0
+	for _, n := range nodes {
+		numa += ScenarioNUMA.perNode(n, 0)
+	}
+	if numa == 0 || numa > ports/4 {
+		t.Errorf("%d NUMA-aligned pods fit on nodes with %d ports", numa, ports)
+	}
+}

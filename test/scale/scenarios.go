@@ -34,6 +34,51 @@ type Scenario struct {
 	GPUs bool `json:"gpus,omitempty"`
 	// claim is the pod's claim template spec; nil with ExtendedResource.
 	claim func() resourceapi.ResourceClaimSpec
+	// perNode, if set, is how many of the scenario's pods node n holds with fill of its
+	// ports taken, where that is few enough to limit a point's pods (see podsFor).
+	perNode func(n *simNode, fill float64) int
+}
+
+// wholePorts is how many one-whole-port pods node n holds at fill: its ports not taken.
+func wholePorts(n *simNode, fill float64) int {
+	return len(n.kind.inv.Ports) - len(filledPorts(n.kind, n.index, fill))
+}
+
+// numaAligned is how many pods asking for per whole ports on one NUMA node an empty
+// node n holds (the scenario runs on the empty cluster only).
+func numaAligned(per int) func(n *simNode, fill float64) int {
+	return func(n *simNode, _ float64) int {
+		ports := map[int]int{}
+		for _, p := range n.kind.inv.Ports {
+			if p.NUMANode != nil {
+				ports[*p.NUMANode]++
+			}
+		}
+		held := 0
+		for _, c := range ports {
+			held += c / per
+		}
+		return held
+	}
+}
+
+// podsFor is how many pods a point of scenario s measures on nodes at fill: the burst
+// and the paced pods asked for, or, where the cluster holds fewer of them, three
+// quarters of what it holds for the burst and the rest for the paced pods, so that every
+// pod can be bound.
+func podsFor(s Scenario, nodes []*simNode, fill float64, burst, paced int) (int, int) {
+	if s.perNode == nil {
+		return burst, paced
+	}
+	room := 0
+	for _, n := range nodes {
+		room += s.perNode(n, fill)
+	}
+	if burst+paced <= room {
+		return burst, paced
+	}
+	b := room * 3 / 4
+	return b, min(paced, room-b)
 }
 
 func exact(name, class string, count int64) resourceapi.DeviceRequest {
@@ -53,7 +98,8 @@ var (
 	ScenarioWholePort = Scenario{Name: "whole-port", Description: "one whole port (rdma-exclusive, count 1)",
 		claim: func() resourceapi.ResourceClaimSpec {
 			return resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{exact("rdma", exclusiveClass, 1)}}}
-		}}
+		},
+		perNode: wholePorts}
 	ScenarioNUMA = Scenario{Name: "numa-aligned-4", Description: "4 whole ports on one NUMA node (matchAttribute numa_node)",
 		claim: func() resourceapi.ResourceClaimSpec {
 			attr := resourceapi.FullyQualifiedName(devicemodel.AttrNUMANode)
@@ -61,7 +107,8 @@ var (
 				Requests:    []resourceapi.DeviceRequest{exact("rdma", exclusiveClass, 4)},
 				Constraints: []resourceapi.DeviceConstraint{{Requests: []string{"rdma"}, MatchAttribute: &attr}},
 			}}
-		}}
+		},
+		perNode: numaAligned(4)}
 	ScenarioGPUNIC = Scenario{Name: "gpu-nic-pcie", GPUs: true,
 		Description: "a GPU of a second driver and one share of a port on the same PCIe root (matchAttribute " + string(pcieRootAttribute) + ")",
 		claim: func() resourceapi.ResourceClaimSpec {
