@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 )
@@ -21,8 +22,12 @@ func ReadResults(path string) (*Results, error) {
 	return r, nil
 }
 
-// WriteReport renders the results as docs/benchmarks-scale.md.
+// WriteReport renders the results as docs/benchmarks-scale.md at path, with its plots
+// (WritePlots) beside it.
 func WriteReport(r *Results, path string) error {
+	if err := WritePlots(r, filepath.Dir(path)); err != nil {
+		return err
+	}
 	if err := os.WriteFile(path, []byte(RenderReport(r)), 0o644); err != nil {
 		return fmt.Errorf("write report: %w", err)
 	}
@@ -56,7 +61,9 @@ func RenderReport(r *Results) string {
 				h[fmt.Sprintf("sched_ratio_vs_extended_resource_%d_nodes", n)+suffix])
 		}
 	}
+	w("\n![one share against the extended resource by cluster size](%s)\n", RatioPlot)
 	w("\n## Every scenario\n\n")
+	w("![pods per second by scenario at the largest size](%s)\n\n", ThroughputPlot)
 	w("Throughput is a burst of pods created at once; latency is pod-created-to-bound of pods then created at the rate shown. The ratio is against the extended resource at the same size and fill.\n\n")
 	w("| nodes | scheduler | scenario | model | fill | pods/s | ratio | latency p50 / p99 (ms) | at pods/s | scheduler CPU per pod (ms) |\n|---:|---|---|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, p := range r.Points {
@@ -172,33 +179,67 @@ through a watch). The pods' claims are made by the claim controller from templat
 work is in the figure, as it is on a cluster. Scheduler CPU is its user and system time
 over the burst (including its idle work) per pod. The per-NIC model is not a model of this
 driver: it is the default model's exclusive devices without counters, the shape of a
-one-device-per-NIC driver, published the same way.
+one-device-per-NIC driver, published the same way. Nor is the few-attributes model: the
+default model's devices and counters with only the attributes the measured pods select
+on (mode, numa_node, the PCIe root), to measure what the other attributes cost.
+
+Every point runs with the scheduler's default settings except those marked
+"percentageOfNodesToScore 10": for them the scheduler is restarted with that setting, so
+that it stops filtering once it has found 10% of the nodes (at least 100) feasible. The
+scheduler's CPU profile of each one-share burst at the headline fill is kept in the logs
+(_output/bench/logs/scale-<N>/kube-scheduler-<N>-nodes*.pprof).
 `
 
 const limits = `## What limits DRA scheduling here
 
-A CPU profile of kube-scheduler during one-share bursts at 1,000 nodes (20 s, default
-model) puts about 52% of its CPU in the DynamicResources plugin's Filter, which calls
-` + "`structured.Allocator.Allocate`" + ` once per node tried. Within it:
+The scheduler's CPU profile during the one-share burst at 1,000 nodes and 50% fill (10 s,
+default settings, kept in the logs; figures from the run of 2026-11-25, share of all
+samples) puts 69% in the DynamicResources plugin's Filter, which calls
+` + "`structured.Allocator.Allocate`" + ` once for every node tried; the extended resource costs the
+NodeResourcesFit filter a map lookup per node instead. Within Filter:
 
-- ` + "`incubating.GatherPools`" + ` (about 20% of all CPU): every Allocate call gathers the node's
-  pools again and converts each of its slices from ` + "`resource/v1`" + ` to the allocator's internal
-  types (` + "`api.Convert_v1_ResourceSlice_To_api_ResourceSlice`" + `, about 10%, much of it
-  ` + "`unique.Make`" + ` on every string). The slices have not changed between pods; the
-  conversion could be cached per slice (keyed by UID and resourceVersion) in the scheduler's
-  DRA manager. This is upstream (k8s.io/dynamic-resource-allocation/structured/internal/
-  incubating, allocator.go and pools.go) and independent of the device model: the per-NIC
-  model (8 devices per node, no counters) pays it as well.
-- CEL selectors (` + "`cel.CompilationResult.DeviceMatches`" + `, about 12%): the class's selector runs on
-  each device of each node tried. The default model has two devices per port, the shared
-  and the exclusive one, and each class matches only one of them.
-- Counters (` + "`checkAvailableCounters`" + `, about 7.5%): the partitionable model's shared counters.
-- Garbage collection (about 13%), from the conversions' allocations.
+- CEL selectors, 24%: ` + "`cel.CompilationResult.DeviceMatches`" + ` (k8s.io/dynamic-resource-allocation/cel,
+  compile.go) builds, on every call, a map of every attribute and capacity of the device
+  before it evaluates the class's expression (its own comment says "TODO (future): avoid
+  building these maps"); two thirds of its time is that map (` + "`mapassign_faststr`" + `,
+  ` + "`getAttributeValue`" + `, ` + "`parseQualifiedName`" + `), a third the expression itself. The cost grows with
+  the attributes of every device on every node tried, for every pod, although devices and
+  classes have not changed.
+- Counters, 15%: ` + "`allocator.checkAvailableCounters`" + ` (structured/internal/incubating) sums the
+  counters every allocated device of the pool consumes, again for each candidate device;
+  most of it is ` + "`internal.IsDeviceAllocated`" + ` over the allocated set.
+- Gathering pools, 15%: ` + "`incubating.GatherPools`" + ` converts each of the node's slices from
+  ` + "`resource/v1`" + ` to the allocator's types on every call (` + "`addSlice`" + ` →
+  ` + "`api.Convert_v1_ResourceSlice_To_api_ResourceSlice`" + `, 8%, much of it ` + "`unique.Make`" + ` on every
+  string), though the slices have not changed between pods.
+- Garbage collection, 14%, mostly from the maps and conversions above.
 
-The extended resource costs the scheduler a map lookup per node. With the default
-adaptive percentageOfNodesToScore the scheduler stops filtering once it has found
-max(50 − nodes/125, 5)% of the nodes feasible, at least 100: 420 nodes at 1,000 nodes. So
-DRA's per-node cost is paid about 420 times per pod at 1,000 nodes (spread over 16
-goroutines, on this machine's 2 cores). A profile with percentageOfNodesToScore lowered
-would cut that share of the cost for both ways; the harness keeps the default.
+Per pod, PreFilter's ` + "`structured.NewAllocator`" + ` indexes every slice of the cluster by node (4% here;
+10% with percentageOfNodesToScore 10, where there is less Filter work).
+
+**What the device model can change, measured above.** The default model publishes per
+port an exclusive device and a shared one with consumable shares over a counter set, and
+about 24 attributes per device. Without the attributes the pods do not select on (the
+few-attributes model) the scheduler spends about 7% less CPU per one-share pod at 1,000
+nodes; its throughput moved within this machine's noise. One device per port without
+counters (the per-NIC shape) costs a whole-port pod 2.7 times less scheduler CPU and
+doubles its throughput, but it has no shares: a port could no longer be shared and
+exclusive, enforced by the scheduler, which is what the default model is for. The
+legacy model (16 single-share devices per port) is no cheaper. So the default model stays;
+the driver's attributes stay (pools, the chart's selectors and users' CEL select on them).
+The remaining gap is the per-node cost of the allocator above, paid for each node the
+scheduler tries: that is upstream, and each point above would be cut by caching per
+slice (converted slices, keyed by UID and resourceVersion) or per device (the CEL
+attribute map, a selector's result per class and device) in the scheduler's DRA manager.
+
+**What an operator can change.** With the default adaptive percentageOfNodesToScore the
+scheduler stops filtering once it has found max(50 − nodes/125, 5)% of the nodes feasible,
+at least 100: 420 nodes at 1,000 nodes, so DRA's per-node cost is paid about 420 times per
+pod. With percentageOfNodesToScore: 10 in the KubeSchedulerConfiguration it tries 100 at
+1,000 nodes: one-share pods scheduled 2.1 times as fast here and whole-port pods 2.8
+times, at the price of a less thorough choice of node (scoring sees fewer candidates).
+The extended resource gains as much, so the ratio barely moves.
+
+Kubernetes' own scheduler_perf, with this driver's slices against its reference test
+driver's, is in [benchmarks-schedperf.md](benchmarks-schedperf.md).
 `

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -406,5 +407,41 @@ func TestPodsFor(t *testing.T) {
 	}
 	if numa == 0 || numa > ports/4 {
 		t.Errorf("%d NUMA-aligned pods fit on nodes with %d ports", numa, ports)
+	}
+}
+
+func TestWritePlots(t *testing.T) {
+	r := &Results{Points: []Point{
+		{Nodes: 100, Scenario: "share", Model: ModelDefault, Fill: 0.5, PodsPerSec: 40},
+		{Nodes: 100, Scenario: "extended-resource", Fill: 0.5, PodsPerSec: 200},
+		{Nodes: 1000, Scenario: "share", Model: ModelDefault, Fill: 0.5, PodsPerSec: 9},
+		{Nodes: 1000, Scenario: "whole-port", Model: ModelPerNIC, Fill: 0.5, PodsPerSec: 19},
+		{Nodes: 1000, Scenario: "extended-resource", Fill: 0.5, PodsPerSec: 88},
+		{Nodes: 1000, Scenario: "share", Model: ModelDefault, Fill: 0.5, PercentageOfNodesToScore: 10, PodsPerSec: 30},
+		{Nodes: 1000, Scenario: "extended-resource", Fill: 0.5, PercentageOfNodesToScore: 10, PodsPerSec: 100},
+	}}
+	dir := t.TempDir()
+	if err := WritePlots(r, dir); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string][]string{
+		ThroughputPlot: {"1000 nodes", "whole-port (per-nic)", "extended resource (device plugin)"},
+		RatioPlot:      {"goal (0.5)", "scheduler: default", "percentageOfNodesToScore 10"},
+	} {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(strings.TrimSpace(string(data)), "<?xml") || !strings.Contains(string(data), "<svg") {
+			t.Errorf("%s is not an SVG document", name)
+		}
+		for _, w := range want {
+			if !strings.Contains(string(data), w) {
+				t.Errorf("%s does not show %q", name, w)
+			}
+		}
+	}
+	if err := WritePlots(&Results{}, dir); err == nil {
+		t.Error("no error for results without points")
 	}
 }
