@@ -41,9 +41,9 @@ bench-micro: ## Go micro-benchmarks of discovery, the device model, CDI specs an
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/...
 
 .PHONY: lint
-lint: ## go vet and a gofmt check of both modules (with the build tags of the real-kernel tier)
+lint: ## go vet and a gofmt check of both modules (with the build tags of the real-kernel tier and scheduler_perf)
 	$(GO) vet ./...
-	cd test && $(GO) vet ./... && $(GO) vet -tags e2ekernel ./kernel && $(GO) vet -tags kernelvm ./kernel/invm
+	cd test && $(GO) vet ./... && $(GO) vet -tags e2ekernel ./kernel && $(GO) vet -tags kernelvm ./kernel/invm && $(GO) vet -tags schedperf ./scale/schedperf
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 .PHONY: fmt

@@ -41,3 +41,21 @@ bench-scale: cluster-build ## the scheduler at scale with kwok nodes, against th
 	cd test/scale/kwok && $(GO) build -trimpath -mod=readonly -o $(CURDIR)/$(KWOK_BIN) sigs.k8s.io/kwok/cmd/kwok
 	cd test && $(GO) build -o $(CURDIR)/$(SCALE_TOOL) ./scale/cmd/rdma-dra-scale
 	$(SCALE_TOOL) -repo $(CURDIR) -nodes $(NODES) $(if $(filter 1,$(SCALE_SMOKE)),-smoke) $(SCALE_FLAGS)
+
+# Kubernetes' own scheduler benchmark (test/scale/schedperf, docs/benchmarks.md "Scheduler
+# allocation"): scheduler_perf of k8s.io/kubernetes at the version test/go.mod pins, with an
+# in-process apiserver and scheduler on the cached etcd, our slices against the suite's
+# reference driver's in one run. The 1000-node workloads by default; SCHEDPERF_SMOKE=1
+# runs the 50-node ones instead, a quick check. Results: the benchmark output
+# (SchedulingThroughput/Average etc., for benchstat) in $(SCHEDPERF_OUT)/bench.txt and
+# scheduler_perf's JSON there; a failed workload's log in $(SCHEDPERF_OUT)/logs.
+SCHEDPERF_OUT := _output/bench/schedperf
+SCHEDPERF_FILTER = $(if $(filter 1,$(SCHEDPERF_SMOKE)),smoke,performance)
+
+.PHONY: bench-schedperf
+bench-schedperf: cluster-build ## scheduler_perf's DRA throughput, our slices against its reference driver's: _output/bench/schedperf (SCHEDPERF_SMOKE=1: 50 nodes)
+	@mkdir -p $(SCHEDPERF_OUT)/logs
+	set -o pipefail; cd test && ARTIFACTS=$(CURDIR)/$(SCHEDPERF_OUT)/logs $(GO) test -tags schedperf -vet=off -count=1 \
+	  -run '^$$' -bench '^BenchmarkPerfScheduling$$' -benchtime=1x -timeout 60m ./scale/schedperf/ \
+	  -args -data-items-dir=$(CURDIR)/$(SCHEDPERF_OUT) -perf-scheduling-label-filter=$(SCHEDPERF_FILTER) \
+	  | tee $(CURDIR)/$(SCHEDPERF_OUT)/bench.txt

@@ -1,0 +1,60 @@
+//go:build schedperf
+
+package schedperf
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	_ "k8s.io/component-base/logs/json/register"
+	"k8s.io/dynamic-resource-allocation/structured"
+	perf "k8s.io/kubernetes/test/integration/scheduler_perf"
+
+	"github.com/rdma-dra/rdma-dra-driver/test/bench/controlplane"
+)
+
+// TestMain registers scheduler_perf's flags (-perf-scheduling-label-filter,
+// -data-items-dir, the logging flags) and parses them, as its own test packages do.
+func TestMain(m *testing.M) {
+	if err := perf.InitTests(); err != nil {
+		fmt.Fprintf(os.Stderr, "scheduler_perf: %v\n", err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
+
+// topic names the results file: BenchmarkPerfScheduling_benchmark_<topic>_<time>.json.
+const topic = "rdma"
+
+// BenchmarkPerfScheduling runs the workloads of the config that Write generates with
+// scheduler_perf: an in-process kube-apiserver on an etcd of its own (etcd from the
+// local cluster's binary cache, which scheduler_perf finds on PATH) and scheduler per
+// workload. The allocator is the one the 1.37 scheduler uses with the default features
+// (incubating: partitionable devices and consumable capacity), as in upstream's dra
+// topic.
+func BenchmarkPerfScheduling(b *testing.B) {
+	ctx := context.Background()
+	repo, err := filepath.Abs("../../..")
+	if err != nil {
+		b.Fatal(err)
+	}
+	bins, err := controlplane.CachedBinaries(ctx, repo)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Setenv("PATH", filepath.Dir(bins.Etcd)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	upstream, err := UpstreamTemplates(ctx, filepath.Join(repo, "test"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	config, err := Write(ctx, Options{Repo: repo, Upstream: upstream, Dir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	structured.EnableAllocators("incubating")
+	defer structured.EnableAllocators()
+	perf.RunBenchmarkPerfScheduling(b, config, topic, nil)
+}
