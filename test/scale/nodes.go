@@ -45,19 +45,11 @@ type kind struct {
 func discoverKinds(ctx context.Context, dir string) ([]*kind, error) {
 	var out []*kind
 	for _, name := range Profiles {
-		prof, err := mocknode.Lookup(name)
+		inv, err := ProfileInventory(ctx, name, dir)
 		if err != nil {
 			return nil, err
 		}
-		root := filepath.Join(dir, name)
-		if err := prof.Node().Write(root, mocknode.WriteOptions{Overwrite: true}); err != nil {
-			return nil, fmt.Errorf("write mock node %s: %w", name, err)
-		}
-		inv, err := discovery.New(discovery.Options{SysfsRoot: filepath.Join(root, mocknode.SysDir)}).Discover(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("discover mock node %s: %w", name, err)
-		}
-		res, err := devicemodel.Build(inv, modelOptions("probe", false))
+		res, err := devicemodel.Build(inv, ModelOptions("probe", false))
 		if err != nil {
 			return nil, fmt.Errorf("build the model of %s: %w", name, err)
 		}
@@ -74,8 +66,27 @@ func discoverKinds(ctx context.Context, dir string) ([]*kind, error) {
 	return out, nil
 }
 
-// modelOptions are the plugin's defaults: no node configuration.
-func modelOptions(node string, legacy bool) devicemodel.Options {
+// ProfileInventory writes the mock node of profile below dir and discovers it, as the
+// plugin would on that node.
+func ProfileInventory(ctx context.Context, profile, dir string) (*discovery.Inventory, error) {
+	prof, err := mocknode.Lookup(profile)
+	if err != nil {
+		return nil, err
+	}
+	root := filepath.Join(dir, profile)
+	if err := prof.Node().Write(root, mocknode.WriteOptions{Overwrite: true}); err != nil {
+		return nil, fmt.Errorf("write mock node %s: %w", profile, err)
+	}
+	inv, err := discovery.New(discovery.Options{SysfsRoot: filepath.Join(root, mocknode.SysDir)}).Discover(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("discover mock node %s: %w", profile, err)
+	}
+	return inv, nil
+}
+
+// ModelOptions are the plugin's defaults (no node configuration) for node, in the legacy
+// model or the default one.
+func ModelOptions(node string, legacy bool) devicemodel.Options {
 	cfg := nodeconfig.Config{}
 	cfg.SetDefaults()
 	return devicemodel.Options{NodeName: node, Legacy: legacy, Config: cfg}

@@ -167,7 +167,7 @@ type nodePublisher struct {
 func newNodePublisher(ctx context.Context, client kubernetes.Interface, node *v1.Node, k *kind) (*nodePublisher, error) {
 	p := &nodePublisher{node: node, kind: k, disc: &staticDiscoverer{inv: k.inv}, sink: newSliceSink(ctx, client, devicemodel.DefaultDriverName, node), results: map[Model]*devicemodel.Result{}}
 	for m, legacy := range map[Model]bool{ModelDefault: false, ModelLegacy: true} {
-		res, err := devicemodel.Build(k.inv, modelOptions(node.Name, legacy))
+		res, err := devicemodel.Build(k.inv, ModelOptions(node.Name, legacy))
 		if err != nil {
 			return nil, fmt.Errorf("build the %s model of %s: %w", m, node.Name, err)
 		}
@@ -187,7 +187,7 @@ func (p *nodePublisher) publish(ctx context.Context, m Model) error {
 		if m == ModelLegacy {
 			choice = plugin.ModelLegacy
 		}
-		p.pub = plugin.NewPublisher(p.disc, modelOptions(p.node.Name, false), choice, plugin.PublisherOptions{})
+		p.pub = plugin.NewPublisher(p.disc, ModelOptions(p.node.Name, false), choice, plugin.PublisherOptions{})
 		p.pub.SetSink(p.sink)
 		return p.pub.Sync(ctx)
 	case ModelPerNIC, ModelFewAttributes:

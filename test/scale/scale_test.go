@@ -28,7 +28,7 @@ func testKinds(t *testing.T) []*kind {
 
 func TestKindsOfferTheSameAsTheExtendedResource(t *testing.T) {
 	for _, k := range testKinds(t) {
-		res, err := devicemodel.Build(k.inv, modelOptions("n", false))
+		res, err := devicemodel.Build(k.inv, ModelOptions("n", false))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,11 +77,11 @@ func TestFilledPorts(t *testing.T) {
 
 func TestFillDevices(t *testing.T) {
 	k := testKinds(t)[1] // roce-lag
-	def, err := devicemodel.Build(k.inv, modelOptions("n", false))
+	def, err := devicemodel.Build(k.inv, ModelOptions("n", false))
 	if err != nil {
 		t.Fatal(err)
 	}
-	legacy, err := devicemodel.Build(k.inv, modelOptions("n", true))
+	legacy, err := devicemodel.Build(k.inv, ModelOptions("n", true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestFillDevices(t *testing.T) {
 
 func TestPerNIC(t *testing.T) {
 	k := testKinds(t)[0]
-	def, err := devicemodel.Build(k.inv, modelOptions("n", false))
+	def, err := devicemodel.Build(k.inv, ModelOptions("n", false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +230,7 @@ func TestPlan(t *testing.T) {
 
 func TestWithAttributes(t *testing.T) {
 	k := testKinds(t)[0]
-	def, err := devicemodel.Build(k.inv, modelOptions("n", false))
+	def, err := devicemodel.Build(k.inv, ModelOptions("n", false))
 	if err != nil {
 		t.Fatal(err)
 	}

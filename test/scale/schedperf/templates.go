@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -15,10 +14,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
-	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
-	"github.com/rdma-dra/rdma-dra-driver/pkg/mocknode"
-	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
 	"github.com/rdma-dra/rdma-dra-driver/test/bench"
+	"github.com/rdma-dra/rdma-dra-driver/test/scale"
 )
 
 // DefaultProfile is the mock node every simulated node of the benchmark is: 8
@@ -48,31 +45,6 @@ const (
 // NodeName is the name of scheduler_perf's node i: what nodeNameTemplate renders to.
 func NodeName(i int) string { return fmt.Sprintf("scheduler-perf-dra-%d", i) }
 
-// modelOptions are the plugin's defaults (no node configuration) for node, as the scale
-// harness publishes them.
-func modelOptions(node string) devicemodel.Options {
-	cfg := nodeconfig.Config{}
-	cfg.SetDefaults()
-	return devicemodel.Options{NodeName: node, Config: cfg}
-}
-
-// profileInventory writes the mock node of profile below dir and discovers it.
-func profileInventory(ctx context.Context, profile, dir string) (*discovery.Inventory, error) {
-	prof, err := mocknode.Lookup(profile)
-	if err != nil {
-		return nil, err
-	}
-	root := filepath.Join(dir, profile)
-	if err := prof.Node().Write(root, mocknode.WriteOptions{Overwrite: true}); err != nil {
-		return nil, fmt.Errorf("write mock node %s: %w", profile, err)
-	}
-	inv, err := discovery.New(discovery.Options{SysfsRoot: filepath.Join(root, mocknode.SysDir)}).Discover(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("discover mock node %s: %w", profile, err)
-	}
-	return inv, nil
-}
-
 // NodeTemplates are the ResourceSlices of one node of a mock profile as scheduler_perf
 // templates.
 type NodeTemplates struct {
@@ -88,11 +60,11 @@ type NodeTemplates struct {
 // dir, and turns each of its ResourceSlices into a template. The node name appears in
 // a slice's name, its nodeName and its pool's name, and nowhere else (checked).
 func SliceTemplates(ctx context.Context, profile, dir string) (*NodeTemplates, error) {
-	inv, err := profileInventory(ctx, profile, dir)
+	inv, err := scale.ProfileInventory(ctx, profile, dir)
 	if err != nil {
 		return nil, err
 	}
-	res, err := devicemodel.Build(inv, modelOptions(placeholderNode))
+	res, err := devicemodel.Build(inv, scale.ModelOptions(placeholderNode, false))
 	if err != nil {
 		return nil, fmt.Errorf("build the model of %s: %w", profile, err)
 	}

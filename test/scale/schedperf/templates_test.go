@@ -28,6 +28,7 @@ import (
 
 	"github.com/rdma-dra/rdma-dra-driver/pkg/controller"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
+	"github.com/rdma-dra/rdma-dra-driver/test/scale"
 )
 
 // repoRoot is the repository root seen from this package.
@@ -80,13 +81,13 @@ func TestSliceTemplates(t *testing.T) {
 			if len(node.Slices) != tc.slices || node.Ports != tc.ports {
 				t.Fatalf("%d slice templates, %d ports; want %d, %d", len(node.Slices), node.Ports, tc.slices, tc.ports)
 			}
-			inv, err := profileInventory(ctx, tc.profile, dir)
+			inv, err := scale.ProfileInventory(ctx, tc.profile, dir)
 			if err != nil {
 				t.Fatal(err)
 			}
 			for _, index := range []int{0, 7, 999} {
 				name := NodeName(index)
-				res, err := devicemodel.Build(inv, modelOptions(name))
+				res, err := devicemodel.Build(inv, scale.ModelOptions(name, false))
 				if err != nil {
 					t.Fatal(err)
 				}
