@@ -34,7 +34,7 @@ type Binaries struct {
 // pins. It does not build: the make target does that once, through the cluster tool.
 func CachedBinaries(ctx context.Context, repo string) (Binaries, error) {
 	cache, err := bincache.New(ctx, filepath.Join(repo, "_output", "cluster-cache"), filepath.Join(repo, "test"), GoCommand(),
-		"unused", slog.New(slog.DiscardHandler))
+		"unused", "", slog.New(slog.DiscardHandler))
 	if err != nil {
 		return Binaries{}, fmt.Errorf("resolve the binary cache: %w", err)
 	}

@@ -2,7 +2,9 @@
 // and skips a build whose binaries exist and whose stamp matches the pinned versions:
 //
 //   - Kubernetes (kube-apiserver, kube-controller-manager, kube-scheduler, kubelet,
-//     kube-proxy, kubectl) from k8s.io/kubernetes in the test module, versions stamped;
+//     kube-proxy, kubectl) from k8s.io/kubernetes in the test module, versions stamped; or,
+//     for another Kubernetes version (the version matrix), from k8s.io/kubernetes at that
+//     version in a throwaway module of its own (see buildKubernetesAt);
 //   - etcd's server at the version Kubernetes pins, against etcd's own go.mod;
 //   - containerd, containerd-shim-runc-v2 and ctr with `go install …@version`;
 //   - the cluster's own helpers (pause, runc-oomclamp) from the test module, every time
@@ -20,6 +22,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -47,6 +50,9 @@ type Cache struct {
 	Log *slog.Logger
 
 	Kubernetes, Etcd, Containerd, Helpers Component
+	// kubeInTestModule is true when Kubernetes is the version the test module requires,
+	// built inside the test module; false for another version of the version matrix.
+	kubeInTestModule bool
 }
 
 // Kubernetes binaries built from k8s.io/kubernetes, by main package.
@@ -64,18 +70,28 @@ const (
 	containerdModule = "github.com/containerd/containerd/v2"
 )
 
-// New resolves the versions: Kubernetes and etcd from the test module's requirements,
-// containerd as given.
-func New(ctx context.Context, root, testModule, goCmd, containerdVersion string, log *slog.Logger) (*Cache, error) {
+// New resolves the versions: etcd from the test module's Kubernetes requirement,
+// containerd as given, and Kubernetes from kubeVersion or, when that is empty, from the test
+// module's requirement. etcd stays the one the test module's Kubernetes pins whatever
+// kubeVersion is: every supported minor runs on it, and one etcd build serves the matrix.
+func New(ctx context.Context, root, testModule, goCmd, containerdVersion, kubeVersion string, log *slog.Logger) (*Cache, error) {
 	c := &Cache{Root: root, TestModule: testModule, Go: goCmd, Log: log}
-	kv, err := c.moduleVersion(ctx, "k8s.io/kubernetes")
+	tv, err := c.moduleVersion(ctx, "k8s.io/kubernetes")
 	if err != nil {
 		return nil, err
 	}
-	ev, err := c.kubernetesPin(ctx, kv, etcdModule)
+	ev, err := c.kubernetesPin(ctx, tv, etcdModule)
 	if err != nil {
 		return nil, err
 	}
+	kv := tv
+	if kubeVersion != "" {
+		if _, _, err := KubeMinor(kubeVersion); err != nil {
+			return nil, err
+		}
+		kv = kubeVersion
+	}
+	c.kubeInTestModule = kv == tv
 	kb := make([]string, 0, len(kubePackages))
 	for b := range kubePackages {
 		kb = append(kb, b)
@@ -218,12 +234,158 @@ func (c *Cache) buildKubernetes(ctx context.Context, comp Component) error {
 	if err != nil {
 		return err
 	}
-	args := []string{"build", "-ldflags", ld, "-o", comp.Dir + "/"}
+	args := []string{"build", "-ldflags", ld, "-o", absPath(comp.Dir) + "/"}
 	for _, b := range comp.Binaries {
 		args = append(args, kubePackages[b])
 	}
-	_, err = c.goOutput(ctx, c.TestModule, nil, args...)
+	if c.kubeInTestModule {
+		_, err = c.goOutput(ctx, c.TestModule, nil, args...)
+		return err
+	}
+	src, err := c.kubernetesModule(ctx, comp.Version)
+	if err != nil {
+		return err
+	}
+	_, err = c.goOutput(ctx, src, []string{"GOFLAGS=-mod=mod"}, args...)
 	return err
+}
+
+// kubernetesModule writes a throwaway module that requires k8s.io/kubernetes at version,
+// for building a Kubernetes other than the test module's. k8s.io/kubernetes replaces its
+// staging modules (k8s.io/api, k8s.io/client-go, ...) with directories of its own
+// repository, which a module that requires it cannot see; the published staging modules
+// carry the same code at v0.MINOR.PATCH, so every such replace becomes one to that version.
+// go.sum starts as k8s.io/kubernetes's own and the go command adds the staging modules'.
+func (c *Cache) kubernetesModule(ctx context.Context, version string) (string, error) {
+	out, err := c.goOutput(ctx, c.Root, []string{"GOFLAGS="}, "mod", "download", "-json", "k8s.io/kubernetes@"+version)
+	if err != nil {
+		return "", err
+	}
+	var dl struct{ Dir, GoMod string }
+	if err := json.Unmarshal([]byte(out), &dl); err != nil {
+		return "", fmt.Errorf("parse go mod download output: %w", err)
+	}
+	kubeMod, err := os.ReadFile(dl.GoMod)
+	if err != nil {
+		return "", fmt.Errorf("read k8s.io/kubernetes go.mod: %w", err)
+	}
+	gomod, err := kubernetesBuildGoMod(string(kubeMod), version)
+	if err != nil {
+		return "", err
+	}
+	src := filepath.Join(c.Root, "src", "kubernetes-"+version)
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return "", fmt.Errorf("create %s: %w", src, err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte(gomod), 0o644); err != nil {
+		return "", fmt.Errorf("write kubernetes build go.mod: %w", err)
+	}
+	sum, err := os.ReadFile(filepath.Join(dl.Dir, "go.sum"))
+	if err != nil {
+		return "", fmt.Errorf("read k8s.io/kubernetes go.sum: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "go.sum"), sum, 0o644); err != nil {
+		return "", fmt.Errorf("write kubernetes build go.sum: %w", err)
+	}
+	return src, nil
+}
+
+// kubernetesBuildGoMod returns the go.mod of the module that builds k8s.io/kubernetes at
+// version, given k8s.io/kubernetes's own go.mod: its go and godebug lines (the main
+// module's decide the binaries' GODEBUG defaults), a requirement of k8s.io/kubernetes, and
+// each of its replaces of a staging module by a directory turned into a replace by that
+// module at v0.MINOR.PATCH. Other replaces are kept as they are.
+func kubernetesBuildGoMod(kubeGoMod, version string) (string, error) {
+	minor, patch, err := KubeMinor(version)
+	if err != nil {
+		return "", err
+	}
+	staging := fmt.Sprintf("v0.%d.%d", minor, patch)
+	var goLine string
+	var godebug, replaces []string
+	block := "" // the directive of the block being read: "replace", "godebug" or another
+	for _, line := range strings.Split(kubeGoMod, "\n") {
+		t := strings.TrimSpace(line)
+		if i := strings.Index(t, "//"); i >= 0 {
+			t = strings.TrimSpace(t[:i])
+		}
+		if t == "" {
+			continue
+		}
+		if block != "" {
+			switch {
+			case t == ")":
+				block = ""
+			case block == "godebug":
+				godebug = append(godebug, t)
+			case block == "replace":
+				r, err := stagingReplace(t, staging)
+				if err != nil {
+					return "", fmt.Errorf("k8s.io/kubernetes %s: %w", version, err)
+				}
+				replaces = append(replaces, r)
+			}
+			continue
+		}
+		directive, rest, _ := strings.Cut(t, " ")
+		rest = strings.TrimSpace(rest)
+		switch {
+		case rest == "(":
+			block = directive
+		case directive == "go" && goLine == "":
+			goLine = t
+		case directive == "godebug":
+			godebug = append(godebug, rest)
+		case directive == "replace":
+			r, err := stagingReplace(rest, staging)
+			if err != nil {
+				return "", fmt.Errorf("k8s.io/kubernetes %s: %w", version, err)
+			}
+			replaces = append(replaces, r)
+		}
+	}
+	if goLine == "" {
+		return "", fmt.Errorf("k8s.io/kubernetes %s: go.mod has no go line", version)
+	}
+	if len(replaces) == 0 {
+		return "", fmt.Errorf("k8s.io/kubernetes %s: go.mod replaces no staging module", version)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "module localcluster.invalid/kubebuild\n\n%s\n", goLine)
+	for _, g := range godebug {
+		fmt.Fprintf(&b, "\ngodebug %s\n", g)
+	}
+	fmt.Fprintf(&b, "\nrequire k8s.io/kubernetes %s\n\nreplace (\n", version)
+	for _, r := range replaces {
+		fmt.Fprintf(&b, "\t%s\n", r)
+	}
+	b.WriteString(")\n")
+	return b.String(), nil
+}
+
+// stagingReplace rewrites one replace ("from => to") whose target is a staging directory
+// of the Kubernetes repository into a replace by the published module at the staging version.
+func stagingReplace(r, staging string) (string, error) {
+	from, to, ok := strings.Cut(r, "=>")
+	if !ok {
+		return "", fmt.Errorf("replace %q has no =>", r)
+	}
+	from, to = strings.TrimSpace(from), strings.TrimSpace(to)
+	if strings.HasPrefix(to, "./staging/") {
+		to = strings.Fields(from)[0] + " " + staging
+	}
+	return from + " => " + to, nil
+}
+
+// KubeMinor returns the minor and patch numbers of a Kubernetes version v1.MINOR.PATCH.
+func KubeMinor(version string) (minor, patch int, err error) {
+	m := regexp.MustCompile(`^v1\.(\d+)\.(\d+)$`).FindStringSubmatch(version)
+	if m == nil {
+		return 0, 0, fmt.Errorf("kubernetes version %q is not v1.MINOR.PATCH (a release, e.g. v1.34.4)", version)
+	}
+	minor, _ = strconv.Atoi(m[1])
+	patch, _ = strconv.Atoi(m[2])
+	return minor, patch, nil
 }
 
 func (c *Cache) buildHelpers(ctx context.Context, comp Component) error {

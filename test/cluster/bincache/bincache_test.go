@@ -110,3 +110,83 @@ func TestModuleVersion(t *testing.T) {
 		}
 	}
 }
+
+func TestKubernetesBuildGoMod(t *testing.T) {
+	kube := `module k8s.io/kubernetes
+
+go 1.24.0
+
+godebug default=go1.24
+
+require (
+	k8s.io/api v0.0.0
+	k8s.io/client-go v0.0.0
+)
+
+replace (
+	k8s.io/api => ./staging/src/k8s.io/api
+	k8s.io/client-go => ./staging/src/k8s.io/client-go // the client
+	example.com/pinned => example.com/pinned v1.2.3
+)
+
+replace k8s.io/kubectl => ./staging/src/k8s.io/kubectl
+`
+	got, err := kubernetesBuildGoMod(kube, "v1.34.4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `module localcluster.invalid/kubebuild
+
+go 1.24.0
+
+godebug default=go1.24
+
+require k8s.io/kubernetes v1.34.4
+
+replace (
+	k8s.io/api => k8s.io/api v0.34.4
+	k8s.io/client-go => k8s.io/client-go v0.34.4
+	example.com/pinned => example.com/pinned v1.2.3
+	k8s.io/kubectl => k8s.io/kubectl v0.34.4
+)
+`
+	if got != want {
+		t.Errorf("go.mod:\n%s\nwant:\n%s", got, want)
+	}
+
+	for name, tc := range map[string]struct{ gomod, version, wantErr string }{
+		"no replaces":   {"module k8s.io/kubernetes\n\ngo 1.24.0\n", "v1.34.4", "replaces no staging module"},
+		"no go line":    {"module k8s.io/kubernetes\nreplace k8s.io/api => ./staging/src/k8s.io/api\n", "v1.34.4", "no go line"},
+		"bad replace":   {"go 1.24\nreplace (\n\tk8s.io/api ./x\n)\n", "v1.34.4", "has no =>"},
+		"not a release": {kube, "v1.34.0-rc.1", "not v1.MINOR.PATCH"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := kubernetesBuildGoMod(tc.gomod, tc.version)
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("error %v, want one containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestKubeMinor(t *testing.T) {
+	for _, tc := range []struct {
+		in           string
+		minor, patch int
+		ok           bool
+	}{
+		{"v1.34.4", 34, 4, true},
+		{"v1.37.1", 37, 1, true},
+		{"1.34.4", 0, 0, false},
+		{"v1.34", 0, 0, false},
+		{"v2.0.0", 0, 0, false},
+		{"v1.34.4-beta.0", 0, 0, false},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			minor, patch, err := KubeMinor(tc.in)
+			if (err == nil) != tc.ok || minor != tc.minor || patch != tc.patch {
+				t.Errorf("KubeMinor(%q) = %d, %d, %v; want %d, %d, ok %t", tc.in, minor, patch, err, tc.minor, tc.patch, tc.ok)
+			}
+		})
+	}
+}

@@ -40,6 +40,7 @@ func main() {
 	cacheDir := flag.String("cache", os.Getenv("LOCALCLUSTER_CACHE"), "binary cache directory; default <repo>/_output/cluster-cache (env LOCALCLUSTER_CACHE)")
 	goCmd := flag.String("go", envOr("GO", "go"), "go command (env GO)")
 	containerd := flag.String("containerd-version", envOr("CONTAINERD_VERSION", "v2.4.2"), "containerd release built with go install (env CONTAINERD_VERSION)")
+	kubeVersion := flag.String("kube-version", os.Getenv("KUBE_VERSION"), "Kubernetes release to build and run, e.g. v1.34.4; default: the one test/go.mod requires (env KUBE_VERSION)")
 	gates := flag.String("feature-gates", os.Getenv("FEATURE_GATES"), "feature gates for every component, A=true,B=false (env FEATURE_GATES)")
 	runtimeCfg := flag.String("runtime-config", envOr("RUNTIME_CONFIG", localcluster.DefaultRuntimeConfig), "kube-apiserver --runtime-config (env RUNTIME_CONFIG)")
 	fixture := flag.String("fixture", os.Getenv("FIXTURE"), "node tree with sys/ and dev/ to expose as the mock node; empty: write the default profile (env FIXTURE)")
@@ -67,7 +68,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, log, flag.Args(), *repo, *cacheDir, *goCmd, *containerd, localcluster.Options{
+	if err := run(ctx, log, flag.Args(), *repo, *cacheDir, *goCmd, *containerd, *kubeVersion, localcluster.Options{
 		FeatureGates: *gates, RuntimeConfig: *runtimeCfg, Fixture: *fixture, MockProfile: *profile,
 		SkipSmoke: *skipSmoke, Verbosity: *verbosity,
 	}, d); err != nil {
@@ -76,7 +77,7 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, log *slog.Logger, args []string, repo, cacheDir, goCmd, containerdVersion string, o localcluster.Options, d driverFlags) error {
+func run(ctx context.Context, log *slog.Logger, args []string, repo, cacheDir, goCmd, containerdVersion, kubeVersion string, o localcluster.Options, d driverFlags) error {
 	cmd := args[0]
 	repo, err := filepath.Abs(repo)
 	if err != nil {
@@ -104,7 +105,7 @@ func run(ctx context.Context, log *slog.Logger, args []string, repo, cacheDir, g
 			return fmt.Errorf("cache path: %w", err)
 		}
 	}
-	bins, err := bincache.New(ctx, layout.Cache, filepath.Join(repo, "test"), goCmd, containerdVersion, log)
+	bins, err := bincache.New(ctx, layout.Cache, filepath.Join(repo, "test"), goCmd, containerdVersion, kubeVersion, log)
 	if err != nil {
 		return err
 	}
