@@ -11,10 +11,8 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"slices"
 	"sync"
 	"time"
@@ -23,6 +21,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/keyutil"
 	"k8s.io/klog/v2"
 )
 
@@ -120,12 +120,12 @@ func (m *CertManager) Ensure(ctx context.Context) error {
 			return fmt.Errorf("update Secret %s/%s: %w", m.Namespace, m.SecretName, err)
 		}
 	}
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		return fmt.Errorf("load webhook certificate: %w", err)
 	}
 	m.mu.Lock()
-	m.cert = &cert
+	m.cert = &pair
 	m.mu.Unlock()
 	return m.patchCABundle(ctx, m.caBundle(caPEM, previousPEM))
 }
@@ -157,18 +157,18 @@ func (m *CertManager) invalid(caPEM, certPEM, keyPEM []byte) string {
 	if err != nil {
 		return "CA unusable: " + err.Error()
 	}
-	cert, err := parseCert(certPEM)
+	leaf, err := parseCert(certPEM)
 	if err != nil {
 		return "certificate unusable: " + err.Error()
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(ca)
 	for _, name := range m.DNSNames() {
-		if _, err := cert.Verify(x509.VerifyOptions{DNSName: name, Roots: pool, CurrentTime: m.now()}); err != nil {
+		if _, err := leaf.Verify(x509.VerifyOptions{DNSName: name, Roots: pool, CurrentTime: m.now()}); err != nil {
 			return "certificate does not verify for " + name + ": " + err.Error()
 		}
 	}
-	if left := cert.NotAfter.Sub(m.now()); left < renewBefore {
+	if left := leaf.NotAfter.Sub(m.now()); left < renewBefore {
 		return fmt.Sprintf("certificate expires in %s", left.Round(time.Hour))
 	}
 	if ca.NotAfter.Before(m.now().Add(certLifetime)) {
@@ -181,53 +181,59 @@ func (m *CertManager) invalid(caPEM, certPEM, keyPEM []byte) string {
 // a certificate's lifetime (so the caBundle stays), otherwise with a new CA.
 func (m *CertManager) issue(oldCAPEM, oldCAKeyPEM []byte) (caPEM, caKeyPEM, certPEM, keyPEM []byte, err error) {
 	now := m.now()
-	var ca *x509.Certificate
-	var caKey crypto.Signer
-	if c, err := parseCert(oldCAPEM); err == nil && c.NotAfter.After(now.Add(certLifetime)) {
-		if k, err := parseKey(oldCAKeyPEM); err == nil {
-			ca, caKey, caPEM, caKeyPEM = c, k, oldCAPEM, oldCAKeyPEM
-		}
-	}
-	if ca == nil {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			return nil, nil, nil, nil, fmt.Errorf("generate CA key: %w", err)
-		}
+	ca, caKey, err := parseCA(oldCAPEM, oldCAKeyPEM)
+	if err == nil && ca.NotAfter.After(now.Add(certLifetime)) {
+		caPEM, caKeyPEM = oldCAPEM, oldCAKeyPEM
+	} else {
+		// Not cert.NewSelfSignedCACert: it dates the CA by the wall clock, and every
+		// renewal decision here runs on m.Now, so a CA it made would not last caLifetime
+		// on the clock that decides when to replace it.
 		tmpl := &x509.Certificate{
-			SerialNumber: serial(), Subject: pkix.Name{CommonName: "rdma-dra-controller webhook CA"},
+			Subject:   pkix.Name{CommonName: "rdma-dra-controller webhook CA"},
 			NotBefore: now.Add(-time.Hour), NotAfter: now.Add(caLifetime),
 			IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-		if err != nil {
+		if ca, caKey, caPEM, caKeyPEM, err = create(tmpl, nil, nil); err != nil {
 			return nil, nil, nil, nil, fmt.Errorf("create CA: %w", err)
 		}
-		if ca, err = x509.ParseCertificate(der); err != nil {
-			return nil, nil, nil, nil, err
-		}
-		caKey, caPEM = key, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-		if caKeyPEM, err = encodeKey(key); err != nil {
-			return nil, nil, nil, nil, err
-		}
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, nil, nil, fmt.Errorf("generate key: %w", err)
 	}
 	tmpl := &x509.Certificate{
-		SerialNumber: serial(), Subject: pkix.Name{CommonName: m.DNSNames()[2]},
+		Subject:   pkix.Name{CommonName: m.DNSNames()[2]},
 		DNSNames:  m.DNSNames(),
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(certLifetime),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, key.Public(), caKey)
-	if err != nil {
+	if _, _, certPEM, keyPEM, err = create(tmpl, ca, caKey); err != nil {
 		return nil, nil, nil, nil, fmt.Errorf("sign certificate: %w", err)
 	}
-	if keyPEM, err = encodeKey(key); err != nil {
+	return caPEM, caKeyPEM, certPEM, keyPEM, nil
+}
+
+// create makes a P-256 key and a certificate of it from tmpl, signed by parent with
+// parentKey, or self-signed when parent is nil. client-go has no helper that signs with a
+// given CA; a nil tmpl.SerialNumber makes x509 draw a random serial.
+func create(tmpl, parent *x509.Certificate, parentKey crypto.Signer) (c *x509.Certificate, key crypto.Signer, certPEM, keyPEM []byte, err error) {
+	ecKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, nil, nil, fmt.Errorf("generate key: %w", err)
+	}
+	if parent == nil {
+		parent, parentKey = tmpl, ecKey
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, ecKey.Public(), parentKey)
+	if err != nil {
 		return nil, nil, nil, nil, err
 	}
-	return caPEM, caKeyPEM, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), keyPEM, nil
+	if c, err = x509.ParseCertificate(der); err != nil {
+		return nil, nil, nil, nil, fmt.Errorf("parse certificate: %w", err)
+	}
+	if certPEM, err = cert.EncodeCertificates(c); err != nil {
+		return nil, nil, nil, nil, fmt.Errorf("encode certificate: %w", err)
+	}
+	if keyPEM, err = keyutil.MarshalPrivateKeyToPEM(ecKey); err != nil {
+		return nil, nil, nil, nil, fmt.Errorf("encode key: %w", err)
+	}
+	return c, ecKey, certPEM, keyPEM, nil
 }
 
 // patchCABundle writes the bundle caPEM into every webhook of the configuration that lacks it. A
@@ -274,42 +280,29 @@ func (m *CertManager) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, er
 	return m.cert, nil
 }
 
+// parseCert returns the first certificate in data.
 func parseCert(data []byte) (*x509.Certificate, error) {
-	block, _ := pem.Decode(data)
-	if block == nil || block.Type != "CERTIFICATE" {
-		return nil, errors.New("no PEM certificate")
-	}
-	return x509.ParseCertificate(block.Bytes)
-}
-
-func parseKey(data []byte) (crypto.Signer, error) {
-	block, _ := pem.Decode(data)
-	if block == nil {
-		return nil, errors.New("no PEM key")
-	}
-	key, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	certs, err := cert.ParseCertsPEM(data)
 	if err != nil {
 		return nil, err
 	}
+	return certs[0], nil
+}
+
+// parseCA returns the CA certificate and its key. The key may be in any PEM form keyutil
+// reads: earlier versions of the controller wrote PKCS #8, this one writes SEC 1.
+func parseCA(caPEM, keyPEM []byte) (*x509.Certificate, crypto.Signer, error) {
+	ca, err := parseCert(caPEM)
+	if err != nil {
+		return nil, nil, fmt.Errorf("parse CA: %w", err)
+	}
+	key, err := keyutil.ParsePrivateKeyPEM(keyPEM)
+	if err != nil {
+		return nil, nil, fmt.Errorf("parse CA key: %w", err)
+	}
 	signer, ok := key.(crypto.Signer)
 	if !ok {
-		return nil, errors.New("key cannot sign")
+		return nil, nil, fmt.Errorf("parse CA key: %T cannot sign", key)
 	}
-	return signer, nil
-}
-
-func encodeKey(key crypto.Signer) ([]byte, error) {
-	der, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return nil, fmt.Errorf("encode key: %w", err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
-}
-
-func serial() *big.Int {
-	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-	if err != nil {
-		panic(err) // crypto/rand does not fail on Linux
-	}
-	return n
+	return ca, signer, nil
 }

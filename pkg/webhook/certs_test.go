@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/x509"
+	"encoding/pem"
+	"maps"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/util/keyutil"
 )
 
 func newCertManager(now time.Time) (*CertManager, *fake.Clientset) {
@@ -105,5 +108,65 @@ func TestCertManagerNeedsItsSecret(t *testing.T) {
 	_ = client.CoreV1().Secrets("rdma").Delete(context.Background(), "webhook-cert", metav1.DeleteOptions{})
 	if err := m.Ensure(context.Background()); err == nil {
 		t.Error("Ensure without the Secret succeeded; the controller may not create Secrets")
+	}
+}
+
+// TestCertManagerRenewsWithStoredCAKey: a renewal reuses the CA whatever PEM form its key
+// was stored in (PKCS #8 by earlier versions of the controller, SEC 1 by this one), and
+// replaces a CA whose key does not parse.
+func TestCertManagerRenewsWithStoredCAKey(t *testing.T) {
+	pkcs8 := func(t *testing.T, keyPEM []byte) []byte {
+		t.Helper()
+		key, err := keyutil.ParsePrivateKeyPEM(keyPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		der, err := x509.MarshalPKCS8PrivateKey(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
+	}
+	for _, tc := range []struct {
+		name       string
+		rewrite    func(t *testing.T, keyPEM []byte) []byte
+		wantSameCA bool
+	}{
+		{"SEC 1", func(_ *testing.T, keyPEM []byte) []byte { return keyPEM }, true},
+		{"PKCS 8", pkcs8, true},
+		{"garbage", func(*testing.T, []byte) []byte { return []byte("z") }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			now := time.Now()
+			m, client := newCertManager(now)
+			if err := m.Ensure(ctx); err != nil {
+				t.Fatal(err)
+			}
+			s, err := client.CoreV1().Secrets("rdma").Get(ctx, "webhook-cert", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			first := maps.Clone(s.Data)
+			s.Data[SecretCAKeyKey] = tc.rewrite(t, s.Data[SecretCAKeyKey])
+			if _, err := client.CoreV1().Secrets("rdma").Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+
+			m.Now = func() time.Time { return now.Add(340 * 24 * time.Hour) }
+			if err := m.Ensure(ctx); err != nil {
+				t.Fatal(err)
+			}
+			renewed := secretData(t, client)
+			if bytes.Equal(renewed[SecretCertKey], first[SecretCertKey]) {
+				t.Error("certificate was not renewed")
+			}
+			if same := bytes.Equal(renewed[SecretCAKey], first[SecretCAKey]); same != tc.wantSameCA {
+				t.Errorf("CA kept = %v, want %v", same, tc.wantSameCA)
+			}
+			if _, _, err := parseCA(renewed[SecretCAKey], renewed[SecretCAKeyKey]); err != nil {
+				t.Errorf("renewed CA: %v", err)
+			}
+		})
 	}
 }

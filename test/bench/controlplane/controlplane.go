@@ -173,7 +173,7 @@ func (cp *ControlPlane) Stop(ctx context.Context) {
 
 func writePKI(dir string) error {
 	now := time.Now()
-	ca, err := pki.NewCA("rdma-dra-bench-ca", now)
+	ca, err := pki.NewCA("rdma-dra-bench-ca")
 	if err != nil {
 		return err
 	}

@@ -35,7 +35,7 @@ func identities(node string) []identity {
 func writePKI(l Layout, f *host.Facts) error {
 	now := time.Now()
 	dir := l.PKI()
-	ca, err := pki.NewCA("rdma-dra-local-ca", now)
+	ca, err := pki.NewCA("rdma-dra-local-ca")
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 // Package pki generates the certificate authority, serving certificates, client certificates
-// and service-account keys of the local cluster. Keys are ECDSA P-256, written as PEM files
-// that every Kubernetes component reads.
+// and service-account keys of the local cluster with client-go's certificate and key
+// helpers (k8s.io/client-go/util/cert and keyutil). Keys are ECDSA P-256, written as PEM
+// files that every Kubernetes component reads.
 package pki
 
 import (
@@ -13,15 +14,22 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"time"
+
+	"k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/keyutil"
 )
 
-// Validity of every certificate the package issues; the local cluster is short-lived.
+// Validity of every leaf certificate the package issues; the CA lasts ten times as long
+// (cert.NewSelfSignedCACert's fixed ten years). The local cluster is short-lived.
 const Validity = 365 * 24 * time.Hour
+
+// backdate is how long before its creation a certificate becomes valid, so that a clock
+// a little behind the one that issued it still accepts it.
+const backdate = time.Hour
 
 // CA is a certificate authority that can sign leaf certificates.
 type CA struct {
@@ -41,55 +49,43 @@ type Leaf struct {
 	Client       bool
 }
 
-// NewCA creates a self-signed CA.
-func NewCA(commonName string, now time.Time) (*CA, error) {
+// NewCA creates a self-signed CA, valid from an hour ago for ten years of the wall clock.
+func NewCA(commonName string) (*CA, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("generate CA key: %w", err)
 	}
-	serial, err := serialNumber()
-	if err != nil {
-		return nil, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: commonName},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(10 * Validity),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	ca, err := cert.NewSelfSignedCACert(cert.Config{CommonName: commonName, NotBefore: time.Now().Add(-backdate)}, key)
 	if err != nil {
 		return nil, fmt.Errorf("self-sign CA: %w", err)
 	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, fmt.Errorf("parse CA: %w", err)
-	}
-	return &CA{Cert: cert, Key: key}, nil
+	return &CA{Cert: ca, Key: key}, nil
 }
 
 // LoadCA reads a CA written by (*CA).Write.
 func LoadCA(dir, name string) (*CA, error) {
-	cert, err := readCert(filepath.Join(dir, name+".crt"))
+	certs, err := cert.CertsFromFile(filepath.Join(dir, name+".crt"))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("load CA: %w", err)
 	}
-	key, err := readKey(filepath.Join(dir, name+".key"))
+	key, err := keyutil.PrivateKeyFromFile(filepath.Join(dir, name+".key"))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("load CA key: %w", err)
 	}
-	return &CA{Cert: cert, Key: key}, nil
+	signer, ok := key.(crypto.Signer)
+	if !ok {
+		return nil, fmt.Errorf("load CA key: %T cannot sign", key)
+	}
+	return &CA{Cert: certs[0], Key: signer}, nil
 }
 
 // Write stores the CA as <dir>/<name>.crt and <dir>/<name>.key.
 func (ca *CA) Write(dir, name string) error {
-	return writePair(dir, name, ca.Cert.Raw, ca.Key)
+	return writePair(dir, name, ca.Cert, ca.Key)
 }
 
-// Issue signs a new leaf certificate with a fresh key and writes it to dir.
+// Issue signs a new leaf certificate with a fresh key and writes it to dir. client-go
+// has no helper that signs with a given CA, so the template is built here.
 func (ca *CA) Issue(dir string, l Leaf, now time.Time) error {
 	if l.Name == "" || l.CommonName == "" {
 		return errors.New("leaf needs a name and a common name")
@@ -98,18 +94,13 @@ func (ca *CA) Issue(dir string, l Leaf, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("generate key of %s: %w", l.Name, err)
 	}
-	serial, err := serialNumber()
-	if err != nil {
-		return err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: l.CommonName, Organization: l.Organization},
-		DNSNames:     l.DNSNames,
-		IPAddresses:  l.IPs,
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(Validity),
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+	tmpl := &x509.Certificate{ // a nil SerialNumber makes x509 draw a random one
+		Subject:     pkix.Name{CommonName: l.CommonName, Organization: l.Organization},
+		DNSNames:    l.DNSNames,
+		IPAddresses: l.IPs,
+		NotBefore:   now.Add(-backdate),
+		NotAfter:    now.Add(Validity),
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 	}
 	if l.Server {
 		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
@@ -117,99 +108,58 @@ func (ca *CA) Issue(dir string, l Leaf, now time.Time) error {
 	if l.Client {
 		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageClientAuth)
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.Key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.Key)
 	if err != nil {
 		return fmt.Errorf("sign %s: %w", l.Name, err)
 	}
-	return writePair(dir, l.Name, der, key)
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		return fmt.Errorf("parse %s: %w", l.Name, err)
+	}
+	return writePair(dir, l.Name, leaf, key)
 }
 
 // WriteServiceAccountKeys writes a signing key (<dir>/sa.key) and its public key (<dir>/sa.pub).
 func WriteServiceAccountKeys(dir string) error {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	keyPEM, err := keyutil.MakeEllipticPrivateKeyPEM()
 	if err != nil {
 		return fmt.Errorf("generate service-account key: %w", err)
 	}
-	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	pubs, err := keyutil.ParsePublicKeysPEM(keyPEM)
+	if err != nil {
+		return fmt.Errorf("read service-account public key: %w", err)
+	}
+	// keyutil reads public keys but does not write them.
+	der, err := x509.MarshalPKIXPublicKey(pubs[0])
 	if err != nil {
 		return fmt.Errorf("marshal service-account public key: %w", err)
 	}
-	if err := writeKey(filepath.Join(dir, "sa.key"), key); err != nil {
-		return err
+	if err := keyutil.WriteKey(filepath.Join(dir, "sa.key"), keyPEM); err != nil {
+		return fmt.Errorf("write service-account key: %w", err)
 	}
-	return writePEM(filepath.Join(dir, "sa.pub"), "PUBLIC KEY", pub, 0o644)
-}
-
-func serialNumber() (*big.Int, error) {
-	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 126))
-	if err != nil {
-		return nil, fmt.Errorf("serial number: %w", err)
-	}
-	return n.Add(n, big.NewInt(1)), nil
-}
-
-func writePair(dir, name string, certDER []byte, key crypto.Signer) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("create %s: %w", dir, err)
-	}
-	if err := writeKey(filepath.Join(dir, name+".key"), key); err != nil {
-		return err
-	}
-	return writePEM(filepath.Join(dir, name+".crt"), "CERTIFICATE", certDER, 0o644)
-}
-
-func writeKey(path string, key crypto.Signer) error {
-	ec, ok := key.(*ecdsa.PrivateKey)
-	if !ok {
-		return fmt.Errorf("key for %s is %T, want ECDSA", path, key)
-	}
-	der, err := x509.MarshalECPrivateKey(ec)
-	if err != nil {
-		return fmt.Errorf("marshal key for %s: %w", path, err)
-	}
-	return writePEM(path, "EC PRIVATE KEY", der, 0o600)
-}
-
-func writePEM(path, typ string, der []byte, mode os.FileMode) error {
-	data := pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
-	if err := os.WriteFile(path, data, mode); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+	pubPEM := pem.EncodeToMemory(&pem.Block{Type: keyutil.PublicKeyBlockType, Bytes: der})
+	if err := os.WriteFile(filepath.Join(dir, "sa.pub"), pubPEM, 0o644); err != nil {
+		return fmt.Errorf("write service-account public key: %w", err)
 	}
 	return nil
 }
 
-func readPEM(path, typ string) ([]byte, error) {
-	data, err := os.ReadFile(path)
+// writePair writes <dir>/<name>.key (mode 0600) and <dir>/<name>.crt (mode 0644),
+// creating dir.
+func writePair(dir, name string, c *x509.Certificate, key crypto.Signer) error {
+	keyPEM, err := keyutil.MarshalPrivateKeyToPEM(key)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return fmt.Errorf("encode key of %s: %w", name, err)
 	}
-	b, _ := pem.Decode(data)
-	if b == nil || b.Type != typ {
-		return nil, fmt.Errorf("%s: no PEM block of type %s", path, typ)
-	}
-	return b.Bytes, nil
-}
-
-func readCert(path string) (*x509.Certificate, error) {
-	der, err := readPEM(path, "CERTIFICATE")
+	certPEM, err := cert.EncodeCertificates(c)
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("encode certificate of %s: %w", name, err)
 	}
-	c, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, fmt.Errorf("parse %s: %w", path, err)
+	if err := keyutil.WriteKey(filepath.Join(dir, name+".key"), keyPEM); err != nil {
+		return fmt.Errorf("write key of %s: %w", name, err)
 	}
-	return c, nil
-}
-
-func readKey(path string) (crypto.Signer, error) {
-	der, err := readPEM(path, "EC PRIVATE KEY")
-	if err != nil {
-		return nil, err
+	if err := cert.WriteCert(filepath.Join(dir, name+".crt"), certPEM); err != nil {
+		return fmt.Errorf("write certificate of %s: %w", name, err)
 	}
-	k, err := x509.ParseECPrivateKey(der)
-	if err != nil {
-		return nil, fmt.Errorf("parse %s: %w", path, err)
-	}
-	return k, nil
+	return nil
 }

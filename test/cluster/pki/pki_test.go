@@ -9,12 +9,15 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/keyutil"
 )
 
 func TestIssueVerifies(t *testing.T) {
 	dir := t.TempDir()
 	now := time.Now()
-	ca, err := NewCA("test-ca", now)
+	ca, err := NewCA("test-ca")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,24 +70,60 @@ func TestIssueVerifies(t *testing.T) {
 	}
 }
 
+// TestValidity: the CA lasts ten times a leaf's Validity, and both are valid from an hour
+// before they were made, whichever code computes the dates.
+func TestValidity(t *testing.T) {
+	dir := t.TempDir()
+	before := time.Now().Truncate(time.Second) // certificates store whole seconds
+	ca, err := NewCA("test-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ca.Issue(dir, Leaf{Name: "leaf", CommonName: "leaf", Client: true}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	leaves, err := cert.CertsFromFile(filepath.Join(dir, "leaf.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now()
+	for _, tc := range []struct {
+		name     string
+		cert     *x509.Certificate
+		lifetime time.Duration
+		isCA     bool
+	}{
+		{"ca", ca.Cert, 10 * Validity, true},
+		{"leaf", leaves[0], Validity, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.cert.IsCA != tc.isCA {
+				t.Errorf("IsCA = %v, want %v", tc.cert.IsCA, tc.isCA)
+			}
+			if nb := tc.cert.NotBefore; nb.Before(before.Add(-backdate)) || nb.After(after.Add(-backdate)) {
+				t.Errorf("NotBefore %s, want an hour before it was made (%s..%s)", nb, before.Add(-backdate), after.Add(-backdate))
+			}
+			if na := tc.cert.NotAfter; na.Before(before.Add(tc.lifetime)) || na.After(after.Add(tc.lifetime)) {
+				t.Errorf("NotAfter %s, want %s after it was made (%s..%s)", na, tc.lifetime, before.Add(tc.lifetime), after.Add(tc.lifetime))
+			}
+		})
+	}
+}
+
 func TestServiceAccountKeys(t *testing.T) {
 	dir := t.TempDir()
 	if err := WriteServiceAccountKeys(dir); err != nil {
 		t.Fatal(err)
 	}
-	key, err := readKey(filepath.Join(dir, "sa.key"))
+	key, err := keyutil.PrivateKeyFromFile(filepath.Join(dir, "sa.key"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	der, err := readPEM(filepath.Join(dir, "sa.pub"), "PUBLIC KEY")
+	pubs, err := keyutil.PublicKeysFromFile(filepath.Join(dir, "sa.pub"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub, err := x509.ParsePKIXPublicKey(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !key.Public().(*ecdsa.PublicKey).Equal(pub) {
+	if len(pubs) != 1 || !key.(*ecdsa.PrivateKey).PublicKey.Equal(pubs[0]) {
 		t.Error("sa.pub does not match sa.key")
 	}
 }
