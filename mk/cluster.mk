@@ -2,9 +2,10 @@
 # assembled without a container engine, and the driver installed on it in mock mode.
 CLUSTER_TOOL := _output/cluster-cache/tools/localcluster
 # Options, also read from the environment: FIXTURE=DIR (node tree with sys/ and dev/),
-# MOCK_PROFILE, FEATURE_GATES, RUNTIME_CONFIG, CONTAINERD_VERSION, SKIP_SMOKE=1,
+# MOCK_PROFILE, FEATURE_GATES, RUNTIME_CONFIG, CONTAINERD_VERSION, KUBE_VERSION (another
+# Kubernetes release, e.g. v1.34.4; default: the one test/go.mod requires), SKIP_SMOKE=1,
 # SKIP_DRIVER=1 (cluster-up without the driver), DRIVER_VALUES=a.yaml,b.yaml (extra chart values).
-export FIXTURE MOCK_PROFILE FEATURE_GATES RUNTIME_CONFIG CONTAINERD_VERSION SKIP_SMOKE DRIVER_VALUES IMAGE_SOURCE
+export FIXTURE MOCK_PROFILE FEATURE_GATES RUNTIME_CONFIG CONTAINERD_VERSION KUBE_VERSION SKIP_SMOKE DRIVER_VALUES IMAGE_SOURCE
 # The driver image: localhost/rdma-dra-driver:$(IMAGE_TAG), written to $(IMAGE_DIR).
 # IMAGE_SOURCE=HEAD builds the committed tree instead of the working tree.
 IMAGE_TAG ?= $(if $(IMAGE_SOURCE),$(shell git rev-parse --short $(IMAGE_SOURCE) 2>/dev/null),$(VERSION))

@@ -122,8 +122,10 @@ func TestPreferExclusiveFallback(t *testing.T) {
 
 // TestLegacyExtendedResource runs an unchanged device-plugin-era pod.
 func TestLegacyExtendedResource(t *testing.T) {
+	// The API server drops extendedResourceName when DRAExtendedResource is off, as it is
+	// by default before 1.36 (the version matrix runs this test there too).
+	requireFeature(t, serverFeatures(t).ExtendedResource, "DRAExtendedResource", "a DeviceClass's extendedResourceName")
 	ctx := framework.Context(t, time.Minute)
-	// The API server drops extendedResourceName when DRAExtendedResource is off.
 	dc, err := env.Client.ResourceV1().DeviceClasses().Get(ctx, classShared, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -45,6 +45,9 @@ func (c *Cluster) Up(ctx context.Context, o Options) error {
 		return err
 	}
 	if st := c.status(); st.running == len(st.rows) && st.running > 0 {
+		if err := c.checkRunningVersion(); err != nil {
+			return err
+		}
 		log.Info("cluster already up; run make cluster-down first for a fresh one")
 		c.printUsage()
 		return nil
@@ -142,6 +145,28 @@ func (c *Cluster) Up(ctx context.Context, o Options) error {
 	}
 	log.Info("cluster up", "took", time.Since(start).Round(time.Second).String())
 	c.printUsage()
+	return nil
+}
+
+// checkRunningVersion refuses a running cluster whose API server is another Kubernetes
+// build than the one asked for (KUBE_VERSION): tests of one version must not run against
+// another.
+func (c *Cluster) checkRunningVersion() error {
+	r, err := readPidFile(c.Layout.PidFile("kube-apiserver"))
+	if err != nil {
+		return fmt.Errorf("read the API server's pid file: %w", err)
+	}
+	running, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", r.Pid))
+	if err != nil {
+		return fmt.Errorf("find the running API server's binary: %w", err)
+	}
+	want := c.Bins.Kubernetes.Path("kube-apiserver")
+	if abs, err := filepath.Abs(want); err == nil {
+		want = abs
+	}
+	if running != want {
+		return fmt.Errorf("the running cluster's API server is %s, not Kubernetes %s (%s): make cluster-down first", running, c.Bins.Kubernetes.Version, want)
+	}
 	return nil
 }
 

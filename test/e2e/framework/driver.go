@@ -17,6 +17,8 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
 )
 
 // ChartDir is the driver's chart in the repository.
@@ -45,10 +47,23 @@ func (e *Env) Install(ctx context.Context, wantShares int64, set ...string) erro
 
 // WaitReady waits for the rollouts of the plugin's DaemonSet and the controller's
 // Deployment, for the kubelet to have registered the running plugin pod, and for the
-// node's slices to offer wantShares shares on mlx5-0-p1-shared. A pod created before the
-// registration would have its prepare refused ("driver is not registered") and retried
-// later by the kubelet, so without it the next test's first pod races the rollout.
+// node's slices to offer wantShares shares of mlx5-0-p1: as the capacity of
+// mlx5-0-p1-shared in the partitionable model, as the single-share devices mlx5-0-p1-s0 ..
+// -s<wantShares-1> in the legacy one. A pod created before the registration would have its
+// prepare refused ("driver is not registered") and retried later by the kubelet, so
+// without it the next test's first pod races the rollout.
 func (e *Env) WaitReady(ctx context.Context, wantShares int64) error {
+	if err := e.WaitRollout(ctx); err != nil {
+		return err
+	}
+	return Poll(ctx, 2*time.Minute, time.Second, func(ctx context.Context) error {
+		return e.offersShares(ctx, "mlx5-0-p1", wantShares)
+	})
+}
+
+// WaitRollout waits for the rollouts of the plugin's DaemonSet and the controller's
+// Deployment and for the kubelet to have registered the running plugin pod.
+func (e *Env) WaitRollout(ctx context.Context) error {
 	if _, err := e.Kubectl(ctx, "-n", Namespace, "rollout", "status", "daemonset/"+DaemonSet, "--timeout=3m"); err != nil {
 		return err
 	}
@@ -61,20 +76,26 @@ func (e *Env) WaitReady(ctx context.Context, wantShares int64) error {
 	case !apierrors.IsNotFound(err):
 		return fmt.Errorf("controller deployment: %w", err)
 	}
-	if err := e.WaitRegistered(ctx); err != nil {
-		return err
-	}
-	return Poll(ctx, 2*time.Minute, time.Second, func(ctx context.Context) error {
-		dev, err := e.SliceDevice(ctx, "mlx5-0-p1-shared")
-		if err != nil {
-			return err
-		}
+	return e.WaitRegistered(ctx)
+}
+
+// offersShares checks that the port's device offers want shares in either model.
+func (e *Env) offersShares(ctx context.Context, port string, want int64) error {
+	dev, err := e.SliceDevice(ctx, port+"-shared")
+	if err == nil {
 		c, ok := dev.Capacity["rdma.dra.io/shares"]
-		if !ok || c.Value.Value() != wantShares {
-			return fmt.Errorf("mlx5-0-p1-shared offers %v shares, want %d", c.Value.String(), wantShares)
+		if !ok || c.Value.Value() != want {
+			return fmt.Errorf("%s-shared offers %v shares, want %d", port, c.Value.String(), want)
 		}
 		return nil
-	})
+	}
+	if _, lerr := e.SliceDevice(ctx, devicemodel.LegacyShareName(port, int(want-1))); lerr != nil {
+		return fmt.Errorf("neither model offers %d shares of %s: %w; %w", want, port, err, lerr)
+	}
+	if _, lerr := e.SliceDevice(ctx, devicemodel.LegacyShareName(port, int(want))); lerr == nil {
+		return fmt.Errorf("%s has more than %d legacy share devices", port, want)
+	}
+	return nil
 }
 
 // SliceDevice returns the device of that name in the node's ResourceSlices of the driver.
