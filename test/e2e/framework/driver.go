@@ -7,7 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -24,16 +24,10 @@ func (e *Env) ChartDir() string {
 	return filepath.Join(e.Repo, "deployments", "helm", "rdma-dra-driver")
 }
 
-// E2EValuesFile holds the suite's chart values (2 shares per port, so limits are quick to reach).
-func (e *Env) E2EValuesFile() string {
-	return filepath.Join(e.Repo, "test", "e2e", "testdata", "values-e2e.yaml")
-}
-
-// Install runs helm upgrade --install with the cluster's mock values, the suite's values
-// and set, then waits until the plugin is rolled out and publishes wantShares shares per port.
+// Install runs helm upgrade --install with the cluster's values, the suite's values and
+// set, then waits until the plugin is rolled out and publishes wantShares shares per port.
 func (e *Env) Install(ctx context.Context, wantShares int64, set ...string) error {
-	args := []string{"upgrade", "--install", Release, e.ChartDir(), "--namespace", Namespace, "--create-namespace",
-		"--values", e.ValuesFile(), "--values", e.E2EValuesFile()}
+	args := append([]string{"upgrade", "--install", Release, e.ChartDir(), "--namespace", Namespace, "--create-namespace"}, e.ValuesArgs()...)
 	for _, s := range set {
 		args = append(args, "--set", s)
 	}
@@ -45,9 +39,10 @@ func (e *Env) Install(ctx context.Context, wantShares int64, set ...string) erro
 
 // WaitReady waits for the rollouts of the plugin's DaemonSet and the controller's
 // Deployment, for the kubelet to have registered the running plugin pod, and for the
-// node's slices to offer wantShares shares on mlx5-0-p1-shared. A pod created before the
-// registration would have its prepare refused ("driver is not registered") and retried
-// later by the kubelet, so without it the next test's first pod races the rollout.
+// node's slices to offer wantShares shares on every shared device (offersShares). A pod
+// created before the registration would have its prepare refused ("driver is not
+// registered") and retried later by the kubelet, so without it the next test's first pod
+// races the rollout.
 func (e *Env) WaitReady(ctx context.Context, wantShares int64) error {
 	if _, err := e.Kubectl(ctx, "-n", Namespace, "rollout", "status", "daemonset/"+DaemonSet, "--timeout=3m"); err != nil {
 		return err
@@ -65,34 +60,65 @@ func (e *Env) WaitReady(ctx context.Context, wantShares int64) error {
 		return err
 	}
 	return Poll(ctx, 2*time.Minute, time.Second, func(ctx context.Context) error {
-		dev, err := e.SliceDevice(ctx, "mlx5-0-p1-shared")
+		slices, err := e.nodeSlices(ctx)
 		if err != nil {
 			return err
 		}
-		c, ok := dev.Capacity["rdma.dra.io/shares"]
-		if !ok || c.Value.Value() != wantShares {
-			return fmt.Errorf("mlx5-0-p1-shared offers %v shares, want %d", c.Value.String(), wantShares)
-		}
-		return nil
+		return offersShares(slices, wantShares)
 	})
 }
 
-// SliceDevice returns the device of that name in the node's ResourceSlices of the driver.
-func (e *Env) SliceDevice(ctx context.Context, name string) (resourceapi.Device, error) {
+// sharesCapacity is the capacity of a shared device: how many shares of its port it
+// offers.
+const sharesCapacity resourceapi.QualifiedName = "rdma.dra.io/shares"
+
+// offersShares says why the slices do not offer wantShares shares on each of their shared
+// devices (those with sharesCapacity), or that they have none; nil when they do.
+func offersShares(slices []resourceapi.ResourceSlice, wantShares int64) error {
+	shared := 0
+	for _, s := range slices {
+		for _, d := range s.Spec.Devices {
+			c, ok := d.Capacity[sharesCapacity]
+			if !ok {
+				continue
+			}
+			shared++
+			if c.Value.Value() != wantShares {
+				return fmt.Errorf("%s offers %v shares, want %d", d.Name, c.Value.String(), wantShares)
+			}
+		}
+	}
+	if shared == 0 {
+		return fmt.Errorf("no device with %s capacity published (%d slices)", sharesCapacity, len(slices))
+	}
+	return nil
+}
+
+// nodeSlices lists the node's ResourceSlices of the driver.
+func (e *Env) nodeSlices(ctx context.Context) ([]resourceapi.ResourceSlice, error) {
 	slices, err := e.Client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{
 		FieldSelector: "spec.driver=" + DriverName + ",spec.nodeName=" + e.Node,
 	})
 	if err != nil {
+		return nil, err
+	}
+	return slices.Items, nil
+}
+
+// SliceDevice returns the device of that name in the node's ResourceSlices of the driver.
+func (e *Env) SliceDevice(ctx context.Context, name string) (resourceapi.Device, error) {
+	slices, err := e.nodeSlices(ctx)
+	if err != nil {
 		return resourceapi.Device{}, err
 	}
-	for _, s := range slices.Items {
+	for _, s := range slices {
 		for _, d := range s.Spec.Devices {
 			if d.Name == name {
 				return d, nil
 			}
 		}
 	}
-	return resourceapi.Device{}, fmt.Errorf("device %s not published (%d slices)", name, len(slices.Items))
+	return resourceapi.Device{}, fmt.Errorf("device %s not published (%d slices)", name, len(slices))
 }
 
 // PluginPod returns the running plugin pod of the node.
@@ -180,12 +206,12 @@ type CheckpointEntry struct {
 
 // Checkpoint reads the plugin's checkpoint on the host; a missing file is empty.
 func (e *Env) Checkpoint() (map[string]CheckpointEntry, error) {
-	data, err := os.ReadFile(filepath.Join(e.PluginDataDir(), "checkpoint.json"))
-	if errors.Is(err, os.ErrNotExist) {
-		return map[string]CheckpointEntry{}, nil
-	}
+	data, err := e.checkpointFile()
 	if err != nil {
 		return nil, err
+	}
+	if data == nil {
+		return map[string]CheckpointEntry{}, nil
 	}
 	var cp struct {
 		Claims map[string]CheckpointEntry `json:"claims"`
@@ -199,10 +225,36 @@ func (e *Env) Checkpoint() (map[string]CheckpointEntry, error) {
 	return cp.Claims, nil
 }
 
+// checkpointFile reads the plugin's checkpoint file on the host; nil when there is none.
+func (e *Env) checkpointFile() ([]byte, error) {
+	h, err := e.host()
+	if err != nil {
+		return nil, err
+	}
+	data, err := h.ReadFile(filepath.Join(e.PluginDataDir(), "checkpoint.json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return data, err
+}
+
 // CDISpecs returns the driver's CDI spec files on the host.
 func (e *Env) CDISpecs() ([]string, error) {
-	m, err := filepath.Glob(filepath.Join(e.CDIDir(), "k8s.rdma.dra.io-hca_*"))
-	return m, err
+	h, err := e.host()
+	if err != nil {
+		return nil, err
+	}
+	entries, err := h.ReadDir(e.CDIDir())
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, ent := range entries {
+		if strings.HasPrefix(ent.Name(), "k8s.rdma.dra.io-hca_") {
+			out = append(out, filepath.Join(e.CDIDir(), ent.Name()))
+		}
+	}
+	return out, nil
 }
 
 // CDISpecFor returns the spec file path of a claim UID (it may not exist).
