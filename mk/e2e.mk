@@ -1,6 +1,8 @@
 # The end-to-end suite on the local cluster (docs/e2e.md).
 # E2E_RUN=REGEXP selects tests, E2E_TIMEOUT bounds the go test run, E2E_TEARDOWN=1 runs
-# cluster-down afterwards (CI does).
+# cluster-down afterwards (CI does). KUBECONFIG is set to the local cluster's, so that a
+# KUBECONFIG of the caller's shell never points the suite at another cluster.
+E2E_KUBECONFIG := $(CURDIR)/_output/local-cluster/kubeconfig
 E2E_TIMEOUT ?= 40m
 E2E_TEARDOWN ?= 0
 E2E_RUN ?=
@@ -8,7 +10,7 @@ E2E_RUN ?=
 .PHONY: e2e
 e2e: ## end-to-end tests on the local cluster (root): cluster-up with the driver if needed, then go test ./e2e/...
 	@$(MAKE) --no-print-directory cluster-up
-	@rc=0; (cd test && $(GO) test -count=1 -v -timeout $(E2E_TIMEOUT) $(if $(E2E_RUN),-run '$(E2E_RUN)') ./e2e/...) || rc=$$?; \
+	@rc=0; (cd test && KUBECONFIG=$(E2E_KUBECONFIG) $(GO) test -count=1 -v -timeout $(E2E_TIMEOUT) $(if $(E2E_RUN),-run '$(E2E_RUN)') ./e2e/...) || rc=$$?; \
 	if [ $$rc -ne 0 ]; then $(MAKE) --no-print-directory e2e-logs; fi; \
 	if [ "$(E2E_TEARDOWN)" = 1 ]; then $(MAKE) --no-print-directory cluster-down || true; fi; \
 	exit $$rc

@@ -20,6 +20,7 @@ const (
 )
 
 func TestExclusivePort(t *testing.T) {
+	env.NeedMockNode(t)
 	ns := env.NewNamespace(t, "exclusive")
 	env.CreateClaimTemplate(t, ns, "whole", framework.ClaimSpec([]framework.Request{{Name: "hca", Class: classExclusive, CEL: framework.OnPort("mlx5_2")}}, ""))
 	env.CreatePod(t, framework.ReportPod(ns, "whole", "whole"))
@@ -38,6 +39,7 @@ func TestExclusivePort(t *testing.T) {
 // share it, a third share waits, an exclusive request waits while shares are out and runs
 // when they are released, and a share waits while the port is held whole.
 func TestSharesAndExclusive(t *testing.T) {
+	env.NeedMockNode(t)
 	ns := env.NewNamespace(t, "shares")
 	port := "mlx5_3"
 	env.CreateClaimTemplate(t, ns, "share", framework.ClaimSpec([]framework.Request{{Name: "hca", Class: classShared, CEL: framework.OnPort(port), Shares: 1}}, ""))
@@ -77,6 +79,7 @@ func TestSharesAndExclusive(t *testing.T) {
 
 // TestOneClaimTwoPods shares one claim (one share) between two pods.
 func TestOneClaimTwoPods(t *testing.T) {
+	env.NeedMockNode(t)
 	ns := env.NewNamespace(t, "oneclaim")
 	ctx := framework.Context(t, time.Minute)
 	claim := env.CreateClaim(t, ns, "port-share", framework.ClaimSpec([]framework.Request{{Name: "hca", Class: classShared, CEL: framework.OnPort("mlx5_1")}}, ""))
@@ -97,6 +100,7 @@ func TestOneClaimTwoPods(t *testing.T) {
 
 // TestPreferExclusiveFallback uses firstAvailable: a whole port if one is free, else a share.
 func TestPreferExclusiveFallback(t *testing.T) {
+	env.NeedMockNode(t)
 	ns := env.NewNamespace(t, "fallback")
 	prefer := func(port string) []framework.Request {
 		return []framework.Request{{Name: "hca", FirstAvailable: []framework.Request{
@@ -122,6 +126,7 @@ func TestPreferExclusiveFallback(t *testing.T) {
 
 // TestLegacyExtendedResource runs an unchanged device-plugin-era pod.
 func TestLegacyExtendedResource(t *testing.T) {
+	env.NeedMockNode(t)
 	// The API server drops extendedResourceName when DRAExtendedResource is off, as it is
 	// by default before 1.36 (the version matrix runs this test there too).
 	requireFeature(t, serverFeatures(t).ExtendedResource, "DRAExtendedResource", "a DeviceClass's extendedResourceName")
@@ -155,6 +160,7 @@ func TestLegacyExtendedResource(t *testing.T) {
 
 // TestNUMAAlignment asks for two whole InfiniBand ports on one NUMA node.
 func TestNUMAAlignment(t *testing.T) {
+	env.NeedMockNode(t)
 	ns := env.NewNamespace(t, "numa")
 	ctx := framework.Context(t, time.Minute)
 	env.CreateClaimTemplate(t, ns, "pair", framework.ClaimSpec([]framework.Request{{
@@ -183,6 +189,7 @@ func TestNUMAAlignment(t *testing.T) {
 // TestPCIeRootAlignment asks for two whole ports behind one PCIe root: on the dgx-h100 mock
 // only the two RoCE ports of mlx5_8/mlx5_9 share one (pci0000:a7), with GID index 3.
 func TestPCIeRootAlignment(t *testing.T) {
+	env.NeedMockNode(t)
 	ns := env.NewNamespace(t, "pcieroot")
 	env.CreateClaimTemplate(t, ns, "pair", framework.ClaimSpec([]framework.Request{{Name: "ports", Class: classExclusive, Count: 2}},
 		"resource.kubernetes.io/pcieRoot"))

@@ -93,6 +93,8 @@ func TestBadClaimConfig(t *testing.T) {
 	})
 
 	t.Run("plugin refuses it at prepare", func(t *testing.T) {
+		env.NeedMockNode(t)
+		host := env.NeedHost(t, "read the plugin's checkpoint and CDI specs")
 		if err := env.Install(ctx, shares, "webhook.enabled=false"); err != nil {
 			t.Fatal(err)
 		}
@@ -134,7 +136,7 @@ func TestBadClaimConfig(t *testing.T) {
 		if e, ok := cp[string(claim.UID)]; ok {
 			t.Errorf("checkpoint has an entry for the refused claim: %+v", e)
 		}
-		if _, err := statFile(env.CDISpecFor(string(claim.UID))); err == nil {
+		if _, err := host.Lstat(env.CDISpecFor(string(claim.UID))); err == nil {
 			t.Errorf("CDI spec written for the refused claim")
 		}
 	})

@@ -25,6 +25,7 @@ var idle = map[string]framework.PoolCounts{
 // ports counted, and each has a DeviceClass of its name that the controller owns, with
 // the CEL that pkg/controller generates for the pool.
 func TestDefaultPoolsAreDeviceClasses(t *testing.T) {
+	env.NeedMockNode(t)
 	ctx := framework.Context(t, 2*time.Minute)
 	for _, name := range []string{classShared, classExclusive} {
 		pool := env.WaitPoolStatus(t, name, idle[name])
@@ -40,6 +41,7 @@ func TestDefaultPoolsAreDeviceClasses(t *testing.T) {
 // port held in one mode is not free in the other) as pods come and go; deleting the
 // pool removes the class.
 func TestPoolLifecycle(t *testing.T) {
+	env.NeedMockNode(t)
 	const name = "e2e-ib-pair"
 	ctx := framework.Context(t, 5*time.Minute)
 	// ibp154s0 (mlx5_4) and ibp192s0 (mlx5_5); the RoCE netdevs are enp168s0f*.

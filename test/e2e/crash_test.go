@@ -4,11 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
-	"slices"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,6 +19,8 @@ const holdEnv = "RDMA_DRA_TEST_PREPARE_HOLD"
 // the pod starts with the right devices; after the pod is gone, neither a CDI spec nor a
 // checkpoint entry of the claim is left.
 func TestPluginKilledDuringPrepare(t *testing.T) {
+	env.NeedMockNode(t)
+	host := env.NeedHost(t, "hold a prepare with a file in the plugin's data directory, read its checkpoint and kill its process")
 	ctx := framework.Context(t, 10*time.Minute)
 	// The data directory is mounted at the same path in the plugin's container.
 	hold := filepath.Join(env.PluginDataDir(), "e2e-prepare-hold")
@@ -30,7 +28,7 @@ func TestPluginKilledDuringPrepare(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = os.Remove(hold)
+		_ = host.Remove(hold)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		if _, err := env.Kubectl(ctx, "-n", framework.Namespace, "set", "env", "daemonset/"+framework.DaemonSet, holdEnv+"-"); err != nil {
@@ -48,7 +46,7 @@ func TestPluginKilledDuringPrepare(t *testing.T) {
 		t.Fatal(err)
 	}
 	restarts := plugin.Status.ContainerStatuses[0].RestartCount
-	if err := os.WriteFile(hold, []byte("held by the e2e suite\n"), 0o644); err != nil {
+	if err := host.WriteFile(hold, []byte("held by the e2e suite\n")); err != nil {
 		t.Fatal(err)
 	}
 
@@ -68,15 +66,15 @@ func TestPluginKilledDuringPrepare(t *testing.T) {
 		return nil
 	})
 
-	pid, err := pluginPID(string(plugin.UID))
+	pid, err := host.PluginPID(string(plugin.UID))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("prepare is held; SIGKILL to the plugin, pid %d", pid)
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+	if err := host.Kill(pid); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Remove(hold); err != nil {
+	if err := host.Remove(hold); err != nil {
 		t.Fatal(err)
 	}
 	framework.Eventually(t, ctx, 3*time.Minute, time.Second, "plugin container restarted", func(ctx context.Context) error {
@@ -98,7 +96,7 @@ func TestPluginKilledDuringPrepare(t *testing.T) {
 	if cp[uid].Phase != "PrepareCompleted" {
 		t.Errorf("checkpoint entry after the restart: %+v, want PrepareCompleted", cp[uid])
 	}
-	if _, err := statFile(env.CDISpecFor(uid)); err != nil {
+	if _, err := host.Lstat(env.CDISpecFor(uid)); err != nil {
 		t.Errorf("CDI spec of the running pod's claim: %v", err)
 	}
 
@@ -111,46 +109,9 @@ func TestPluginKilledDuringPrepare(t *testing.T) {
 		if e, ok := cp[uid]; ok {
 			return fmt.Errorf("checkpoint entry left: %+v", e)
 		}
-		if _, err := statFile(env.CDISpecFor(uid)); err == nil {
+		if _, err := host.Lstat(env.CDISpecFor(uid)); err == nil {
 			return errors.New("CDI spec left: " + env.CDISpecFor(uid))
 		}
 		return nil
 	})
-}
-
-// pluginPID finds the process of the plugin pod with that UID on the host: its command
-// line and the POD_UID the chart gives it. Right after a rollout the previous pod's
-// process may still be shutting down next to it, so the command line alone is not enough.
-func pluginPID(podUID string) (int, error) {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0, err
-	}
-	var pids []int
-	for _, e := range entries {
-		var pid int
-		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil {
-			continue
-		}
-		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		// The plugin itself, not its readiness probe (`rdma-dra-kubeletplugin ready`, which
-		// runs in the same container with the same environment every 2 seconds).
-		if argv := strings.Split(strings.TrimSuffix(string(cmd), "\x00"), "\x00"); len(argv) != 1 || argv[0] != "/usr/bin/rdma-dra-kubeletplugin" {
-			continue
-		}
-		environ, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if err != nil {
-			continue
-		}
-		if slices.Contains(strings.Split(string(environ), "\x00"), "POD_UID="+podUID) {
-			pids = append(pids, pid)
-		}
-	}
-	if len(pids) != 1 {
-		return 0, fmt.Errorf("found %d processes of plugin pod %s %v, want 1", len(pids), podUID, pids)
-	}
-	return pids[0], nil
 }

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"encoding/json"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -17,11 +16,16 @@ import (
 // API server's and the kubelet's versions, resource.k8s.io/v1, and the partitionable
 // device model, which the local cluster's 1.37 keeps) must be OK; warnings are logged.
 func TestDoctorOnTheNode(t *testing.T) {
+	env.NeedMockNode(t)
+	// The CLI runs where the suite runs: on the local cluster, that is the node.
+	if _, local := env.NeedHost(t, "run rdma-dra doctor on the node").(*framework.LocalHost); !local {
+		t.Skip("needs to run rdma-dra doctor on the node itself: only the local cluster's node is the suite's machine")
+	}
 	ctx := framework.Context(t, 2*time.Minute)
-	containerdConfig := filepath.Join(env.Repo, "_output", "local-cluster", "config", "containerd.toml")
+	paths := env.Host.Paths()
 	stdout, stderr, err := env.RdmaDra(ctx, "doctor", "-o", "json",
-		"--sysfs-root", env.Vars["LOCALCLUSTER_MOCK_SYS"], "--dev-root", env.Vars["LOCALCLUSTER_MOCK_DEV"],
-		"--containerd-config", containerdConfig, "--cdi-dirs", env.CDIDir(),
+		"--sysfs-root", paths.SysRoot, "--dev-root", paths.DevRoot,
+		"--containerd-config", paths.ContainerdConfig, "--cdi-dirs", paths.CDIDir,
 		"--kubeconfig", env.Kubeconfig, "--node", env.Node)
 	if err != nil {
 		t.Fatalf("rdma-dra doctor: %v\n%s%s", err, stdout, stderr)

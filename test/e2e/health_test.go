@@ -26,6 +26,8 @@ const taintWithin = 3 * time.Second
 // use that port or another one gets the other one. Bringing the port back clears all of
 // it.
 func TestPortDownTaintsAndRecovers(t *testing.T) {
+	env.NeedMockNode(t)
+	env.NeedHost(t, "write a port's state file in the mock sysfs")
 	const down, other = "mlx5_6", "mlx5_7"
 	devices := []string{"mlx5-6-p1", "mlx5-6-p1-shared"}
 	ns := env.NewNamespace(t, "health")
@@ -136,6 +138,8 @@ func waitNodeEvent(t *testing.T, ctx context.Context, eventType, reason string, 
 // ResourceSlice in the API server. Damping is turned off for it (it would hold back a port
 // that flaps this fast, by design); every flip must be published within taintWithin.
 func TestPortFlipLatency(t *testing.T) {
+	env.NeedMockNode(t)
+	env.NeedHost(t, "write a port's state file in the mock sysfs")
 	const port, flips = "mlx5_5", 20
 	devices := []string{"mlx5-5-p1", "mlx5-5-p1-shared"}
 	ctx := framework.Context(t, 10*time.Minute)

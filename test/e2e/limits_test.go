@@ -29,6 +29,7 @@ func TestClaimCannotExceedClassLimits(t *testing.T) {
 	spec := framework.ClaimSpec([]framework.Request{{Name: "hca", Class: classShared, CEL: framework.OnPort("mlx5_5")}}, "", framework.OpaqueConfig(managementConfig))
 
 	t.Run("a share is verbs only by default", func(t *testing.T) {
+		env.NeedMockNode(t)
 		ns := env.NewNamespace(t, "limits-default")
 		env.CreateClaimTemplate(t, ns, "share", framework.ClaimSpec([]framework.Request{{Name: "hca", Class: classShared, CEL: framework.OnPort("mlx5_5")}}, ""))
 		env.CreatePod(t, framework.ReportPod(ns, "share", "share"))
@@ -64,6 +65,7 @@ func TestClaimCannotExceedClassLimits(t *testing.T) {
 	})
 
 	t.Run("plugin refuses it at prepare", func(t *testing.T) {
+		env.NeedMockNode(t)
 		if err := env.Install(ctx, shares, "webhook.enabled=false"); err != nil {
 			t.Fatal(err)
 		}

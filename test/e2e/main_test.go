@@ -1,6 +1,8 @@
-// Package e2e is the end-to-end suite of the driver on the local cluster: real pods with
-// real claims, checked by what their containers see. `make e2e` brings the cluster up,
-// installs the driver (mock mode, dgx-h100 node) and runs it; docs/e2e.md lists the tests.
+// Package e2e is the end-to-end suite of the driver: real pods with real claims, checked by
+// what their containers see. `make e2e` brings the local cluster up, installs the driver
+// (mock mode, dgx-h100 node) and runs it; KUBECONFIG and E2E_NODE point it at another
+// cluster, where the tests that need the node's host or the mock node skip. docs/e2e.md
+// lists the tests.
 package e2e
 
 import (
@@ -37,9 +39,13 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// setup installs the driver with the suite's values and checks that no claim holds a port.
+// setup installs the driver with the suite's values, checks that the node is the mock
+// node it is said to be, and that no claim holds a port.
 func setup(ctx context.Context) error {
 	if err := env.Install(ctx, shares); err != nil {
+		return err
+	}
+	if err := env.CheckMockNode(ctx); err != nil {
 		return err
 	}
 	held, err := env.AllocatedClaims(ctx)

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -21,6 +20,8 @@ import (
 // move gets its metadata file from the CDI spec written before the move, so the runtime
 // finds the file where the plugin moved it, through the data directory's link.
 func TestDeviceMetadataMoves(t *testing.T) {
+	env.NeedMockNode(t)
+	host := env.NeedHost(t, "look at the device metadata files on the node")
 	ctx := framework.Context(t, 10*time.Minute)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -35,7 +36,7 @@ func TestDeviceMetadataMoves(t *testing.T) {
 	if err := env.Install(ctx, shares, "deviceMetadata.root="); err != nil {
 		t.Fatal(err)
 	}
-	if st, err := os.Lstat(link); err != nil || !st.IsDir() {
+	if st, err := host.Lstat(link); err != nil || !st.IsDir() {
 		t.Fatalf("%s: want a directory with deviceMetadata.root empty, got %v (%v)", link, st, err)
 	}
 	ns := env.NewNamespace(t, "metamove")
@@ -43,7 +44,7 @@ func TestDeviceMetadataMoves(t *testing.T) {
 	env.CreatePod(t, framework.WithClaim(framework.ReportPod(ns, "first", ""), claim))
 	env.WaitReport(t, ns, "first")
 	file := filepath.Join(ns+"_"+claim, "hca", "metadata.json")
-	if st, err := os.Lstat(filepath.Join(link, file)); err != nil || !st.Mode().IsRegular() {
+	if st, err := host.Lstat(filepath.Join(link, file)); err != nil || !st.Mode().IsRegular() {
 		t.Fatalf("metadata file %s in the data directory: %v", filepath.Join(link, file), err)
 	}
 	expectClaimMetadata(t, ns, "first", claim)
@@ -52,10 +53,10 @@ func TestDeviceMetadataMoves(t *testing.T) {
 	if err := env.Install(ctx, shares); err != nil {
 		t.Fatal(err)
 	}
-	if target, err := os.Readlink(link); err != nil || target != env.DeviceMetadataDir() {
+	if target, err := host.Readlink(link); err != nil || target != env.DeviceMetadataDir() {
 		t.Fatalf("%s links to %q (%v), want %s", link, target, err, env.DeviceMetadataDir())
 	}
-	if _, err := os.Stat(filepath.Join(env.DeviceMetadataDir(), file)); err != nil {
+	if _, err := host.Lstat(filepath.Join(env.DeviceMetadataDir(), file)); err != nil {
 		t.Fatalf("the prepared claim's metadata was not moved: %v", err)
 	}
 	// The kubelet does not prepare a claim again for a second pod: the new container
@@ -68,7 +69,7 @@ func TestDeviceMetadataMoves(t *testing.T) {
 	env.DeletePod(t, ns, "first")
 	env.DeletePod(t, ns, "second")
 	framework.Eventually(t, ctx, time.Minute, time.Second, "the metadata of the unprepared claim removed", func(context.Context) error {
-		if _, err := os.Lstat(filepath.Join(env.DeviceMetadataDir(), ns+"_"+claim)); err == nil {
+		if _, err := host.Lstat(filepath.Join(env.DeviceMetadataDir(), ns+"_"+claim)); err == nil {
 			return fmt.Errorf("%s still there", filepath.Join(env.DeviceMetadataDir(), ns+"_"+claim))
 		}
 		return nil

@@ -33,6 +33,7 @@ const sharedDevPluginConfig = `{
 // meant, and once its shares are out the next one waits, although other ports (the RoCE
 // one the ifNames named among them) have shares free.
 func TestMigratedSharedDevPluginConfig(t *testing.T) {
+	env.NeedMockNode(t)
 	const pool, resource = "hca-shared-devices-b", "rdma/hca_shared_devices_b"
 	ctx := framework.Context(t, 5*time.Minute)
 	dir := t.TempDir()

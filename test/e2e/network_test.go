@@ -5,12 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -57,8 +55,8 @@ type hostState struct {
 	gids  map[string][]framework.GIDEntry
 }
 
-func captureHost(ibdevs ...string) (hostState, error) {
-	links, err := framework.HostLinks()
+func captureHost(host framework.Host, ibdevs ...string) (hostState, error) {
+	links, err := host.Links()
 	if err != nil {
 		return hostState{}, err
 	}
@@ -71,10 +69,18 @@ func captureHost(ibdevs ...string) (hostState, error) {
 	return s, nil
 }
 
-// mustCaptureHost is captureHost at the start of a test.
-func mustCaptureHost(t *testing.T, ibdevs ...string) hostState {
+// networkHost is the host of a network attachment test, which needs the mock node (its
+// ports, netdevs and GID tables) and its host.
+func networkHost(t *testing.T) framework.Host {
 	t.Helper()
-	s, err := captureHost(ibdevs...)
+	env.NeedMockNode(t)
+	return env.NeedHost(t, "compare the host's interfaces and the mock GID tables before and after")
+}
+
+// mustCaptureHost is captureHost at the start of a test.
+func mustCaptureHost(t *testing.T, host framework.Host, ibdevs ...string) hostState {
+	t.Helper()
+	s, err := captureHost(host, ibdevs...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +90,7 @@ func mustCaptureHost(t *testing.T, ibdevs ...string) hostState {
 // expectHostRestored waits until the host's interfaces and the ports' GID tables are as
 // they were: the plugin detaches when the pod's sandbox stops, before the pod is gone,
 // but a moved netdev is restored asynchronously after a crash.
-func expectHostRestored(t *testing.T, before hostState) {
+func expectHostRestored(t *testing.T, host framework.Host, before hostState) {
 	t.Helper()
 	ctx := framework.Context(t, 2*time.Minute)
 	ibdevs := make([]string, 0, len(before.gids))
@@ -93,7 +99,7 @@ func expectHostRestored(t *testing.T, before hostState) {
 	}
 	slices.Sort(ibdevs)
 	framework.Eventually(t, ctx, time.Minute, time.Second, "host interfaces and GID tables as before", func(context.Context) error {
-		after, err := captureHost(ibdevs...)
+		after, err := captureHost(host, ibdevs...)
 		if err != nil {
 			return err
 		}
@@ -207,7 +213,7 @@ func expectMetadata(t *testing.T, ns, pod string, iface framework.PodInterface, 
 	// The runtime mounted the file through the data directory's link to the metadata
 	// directory on the host's tmpfs (docs/device-metadata.md, "Where the files are").
 	link := filepath.Join(env.PluginDataDir(), "dra-device-metadata")
-	if target, err := os.Readlink(link); err != nil || target != env.DeviceMetadataDir() {
+	if target, err := env.Host.Readlink(link); err != nil || target != env.DeviceMetadataDir() {
 		t.Errorf("%s links to %q (%v), want the metadata directory %s", link, target, err, env.DeviceMetadataDir())
 	}
 }
@@ -289,7 +295,8 @@ func inPool(t *testing.T, name string) func(netip.Prefix) error {
 // GID, NCCL_SOCKET_IFNAME is =rdma0, the claims' networkData says what the pods see, and
 // they ping each other over rdma0. Afterwards the host is as it was.
 func TestRoCESharesMacvlan(t *testing.T) {
-	before := mustCaptureHost(t, rocePortA)
+	host := networkHost(t)
+	before := mustCaptureHost(t, host, rocePortA)
 	ns := env.NewNamespace(t, "macvlan")
 	cfg := rdmaConfig(t, v1alpha1.NetworkConfig{Mode: ptrTo(v1alpha1.NetworkModeMacvlan), IPAM: ptrTo(v1alpha1.IPAMNode), MTU: ptrTo[int32](9000),
 		SocketInterface: ptrTo(true)})
@@ -322,7 +329,7 @@ func TestRoCESharesMacvlan(t *testing.T) {
 	for _, p := range pods {
 		env.DeletePod(t, ns, p)
 	}
-	expectHostRestored(t, before)
+	expectHostRestored(t, host, before)
 }
 
 // TestExclusiveMove: an exclusive claim in move mode takes the port's netdev itself into
@@ -330,18 +337,19 @@ func TestRoCESharesMacvlan(t *testing.T) {
 // After the pod is deleted the host has the netdev back with its name, MAC, address and
 // MTU, up, and the port's GID table is as before.
 func TestExclusiveMove(t *testing.T) {
-	rec, err := env.MockNetdevs()
+	h := networkHost(t)
+	rec, err := h.MockNetdevs()
 	if err != nil {
 		t.Fatal(err)
 	}
-	host, err := framework.MockNetdev(rec, roceNetdevB)
+	host, err := framework.FindMockNetdev(rec, roceNetdevB)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(host.Addresses) != 1 {
 		t.Fatalf("mock netdev %s has addresses %v, want one", host.Name, host.Addresses)
 	}
-	before := mustCaptureHost(t, rocePortB)
+	before := mustCaptureHost(t, h, rocePortB)
 	if _, ok := framework.FindHostLink(before.links, roceNetdevB); !ok {
 		t.Fatalf("the host has no %s before the test", roceNetdevB)
 	}
@@ -360,7 +368,7 @@ func TestExclusiveMove(t *testing.T) {
 	if a.iface.HardwareAddr != host.HardwareAddr {
 		t.Errorf("the pod's %s has MAC %s, want %s's %s", ifname, a.iface.HardwareAddr, host.Name, host.HardwareAddr)
 	}
-	links, err := framework.HostLinks()
+	links, err := h.Links()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,8 +379,8 @@ func TestExclusiveMove(t *testing.T) {
 	}
 
 	env.DeletePod(t, ns, "mover")
-	expectHostRestored(t, before)
-	links, _ = framework.HostLinks()
+	expectHostRestored(t, h, before)
+	links, _ = h.Links()
 	if l, ok := framework.FindHostLink(links, roceNetdevB); !ok || !l.Up || l.MTU != host.MTU || !slices.Contains(l.Addresses, host.Addresses[0].String()) {
 		t.Errorf("the host's %s after the pod: %+v (found %v), want up, MTU %d, %s", roceNetdevB, l, ok, host.MTU, host.Addresses[0])
 	}
@@ -383,7 +391,8 @@ func TestExclusiveMove(t *testing.T) {
 // of the IPoIB interface's stand-in: this kernel has no ib_ipoib); the real ipoib child
 // is covered by pkg/netattach's unit tests.
 func TestIPoIBAttachment(t *testing.T) {
-	before := mustCaptureHost(t)
+	host := networkHost(t)
+	before := mustCaptureHost(t, host)
 	ns := env.NewNamespace(t, "ipoib")
 	cfg := rdmaConfig(t, v1alpha1.NetworkConfig{Mode: ptrTo(v1alpha1.NetworkModeIPoIB), IPAM: ptrTo(v1alpha1.IPAMNode)})
 	env.CreateClaimTemplate(t, ns, "ib-share", framework.ClaimSpec([]framework.Request{{Name: "hca", Class: classShared, CEL: framework.OnPort(ibPort)}}, "",
@@ -392,7 +401,7 @@ func TestIPoIBAttachment(t *testing.T) {
 	a := expectAttached(t, ns, "ipoib", podIf, 0, inPool(t, mocknet.IPoIBPool), "")
 	assertSees(t, "ipoib", a.report, want{ibdevs: []string{ibPort}})
 	env.DeletePod(t, ns, "ipoib")
-	expectHostRestored(t, before)
+	expectHostRestored(t, host, before)
 }
 
 // TestPluginKilledDuringAttach kills the plugin with SIGKILL while it attaches a pod's
@@ -402,17 +411,18 @@ func TestIPoIBAttachment(t *testing.T) {
 // deleted the host's interfaces and the port's GID table must be as before and the
 // claim's checkpoint entry gone.
 func TestPluginKilledDuringAttach(t *testing.T) {
+	host := networkHost(t)
 	ctx := framework.Context(t, 10*time.Minute)
 	if err := env.WaitReady(ctx, shares); err != nil {
 		t.Fatal(err)
 	}
-	before := mustCaptureHost(t, rocePortA)
+	before := mustCaptureHost(t, host, rocePortA)
 	plugin, err := env.PluginPod(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	restarts := plugin.Status.ContainerStatuses[0].RestartCount
-	pid, err := pluginPID(string(plugin.UID))
+	pid, err := host.PluginPID(string(plugin.UID))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -447,7 +457,7 @@ func TestPluginKilledDuringAttach(t *testing.T) {
 	if err != nil {
 		env.FailPod(t, ns, "victim", err)
 	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+	if err := host.Kill(pid); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("SIGKILL to the plugin (pid %d) with the attachment journal at %+v", pid, seen)
@@ -482,7 +492,7 @@ func TestPluginKilledDuringAttach(t *testing.T) {
 		}
 	}
 	env.DeletePod(t, ns, "victim")
-	expectHostRestored(t, before)
+	expectHostRestored(t, host, before)
 	framework.Eventually(t, ctx, time.Minute, time.Second, "claim's checkpoint entry removed", func(context.Context) error {
 		cp, err := env.Checkpoint()
 		if err != nil {
@@ -499,6 +509,7 @@ func TestPluginKilledDuringAttach(t *testing.T) {
 // networkAttachment.enabled=false) a claim that asks for it fails at prepare with a
 // message about network attachment, and one without it still runs.
 func TestAttachmentNeedsNRI(t *testing.T) {
+	env.NeedMockNode(t)
 	ctx := framework.Context(t, 10*time.Minute)
 	if err := env.Install(ctx, shares, "networkAttachment.enabled=false"); err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 // leaving anything on the node, the namespace included. The suite's installation is
 // removed first (the README creates the namespace) and put back at the end.
 func TestReadmeInstall(t *testing.T) {
+	host := env.NeedHost(t, "check that the README's uninstall leaves nothing of the driver on the node")
 	ctx := framework.Context(t, 20*time.Minute)
 	readme, err := os.ReadFile(filepath.Join(env.Repo, "README.md"))
 	if err != nil {
@@ -35,11 +37,11 @@ func TestReadmeInstall(t *testing.T) {
 		}
 	}
 	static := env.RenderStatic(t, ctx)
-	values := []string{env.ValuesFile(), env.E2EValuesFile()}
+	values := append(slices.Clone(env.Values), env.E2EValuesFile())
 	hook := filepath.Join(env.HookInstallDir(), "rdma-dra-cdi-hook")
 
 	// The suite's installation goes, with its namespace: the README creates it.
-	uninstallSuite(t, ctx, hook, true)
+	uninstallSuite(t, ctx, host, hook, true)
 
 	for _, way := range []string{"helm", "static"} {
 		t.Run(way, func(t *testing.T) {
@@ -79,7 +81,7 @@ func TestReadmeInstall(t *testing.T) {
 
 			env.RunReadme(t, ctx, localize(blocks["uninstall-"+way]))
 			framework.Eventually(t, ctx, 2*time.Minute, time.Second, "nothing of the driver left after the README's uninstall", func(ctx context.Context) error {
-				if err := driverLeftovers(ctx, hook); err != nil {
+				if err := driverLeftovers(ctx, host, hook); err != nil {
 					return err
 				}
 				if _, err := env.Client.CoreV1().Namespaces().Get(ctx, framework.Namespace, metav1.GetOptions{}); !apierrors.IsNotFound(err) {

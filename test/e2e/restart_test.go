@@ -18,6 +18,8 @@ import (
 // restarts and the plugin is updated to another image tag (a rolling update with surge).
 // Every pod must run to completion with its device, and no prepare may fail.
 func TestKubeletRestartAndRollingUpdate(t *testing.T) {
+	env.NeedMockNode(t)
+	host := env.NeedHost(t, "restart the kubelet and tag an image in the node's container runtime")
 	ctx := framework.Context(t, 15*time.Minute)
 	ds, err := env.Client.AppsV1().DaemonSets(framework.Namespace).Get(ctx, framework.DaemonSet, metav1.GetOptions{})
 	if err != nil {
@@ -27,7 +29,7 @@ func TestKubeletRestartAndRollingUpdate(t *testing.T) {
 	repo, tag, _ := strings.Cut(image, ":")
 	newTag := tag + "-e2e-update"
 	// A second tag of the image, as a new release would bring.
-	if _, err := env.Ctr(ctx, "images", "tag", "--force", image, repo+":"+newTag); err != nil {
+	if err := host.TagImage(ctx, image, repo+":"+newTag); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -37,7 +39,7 @@ func TestKubeletRestartAndRollingUpdate(t *testing.T) {
 			t.Errorf("roll back to %s: %v", tag, err)
 			return
 		}
-		if _, err := env.Ctr(ctx, "images", "rm", repo+":"+newTag); err != nil {
+		if err := host.RemoveImage(ctx, repo+":"+newTag); err != nil {
 			t.Errorf("remove the update's image tag: %v", err)
 		}
 	})
@@ -70,8 +72,8 @@ func TestKubeletRestartAndRollingUpdate(t *testing.T) {
 	c.waitFinished(t, ctx, 2, "before the kubelet restart")
 	t.Log("restarting the kubelet")
 	restarted := time.Now()
-	if out, err := env.ClusterTool(ctx, "restart", "kubelet"); err != nil {
-		t.Fatalf("restart kubelet: %v\n%s", err, out)
+	if err := host.RestartKubelet(ctx); err != nil {
+		t.Fatalf("restart kubelet: %v", err)
 	}
 	if err := env.WaitNodeReady(ctx, restarted); err != nil {
 		t.Fatalf("node after the kubelet restart: %v", err)

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"path/filepath"
 	"testing"
 	"time"
@@ -33,6 +33,8 @@ const (
 // hook, data directory and slices and leaves the first installation's spec of a running
 // claim, its hook and its checkpoint alone.
 func TestTwoInstallationsShareANode(t *testing.T) {
+	env.NeedMockNode(t)
+	host := env.NeedHost(t, "look at both installations' CDI specs, hooks and data directories on the node")
 	ctx := framework.Context(t, 10*time.Minute)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -43,11 +45,11 @@ func TestTwoInstallationsShareANode(t *testing.T) {
 	})
 	// Its own liveness port (both plugins use the host network) and no metrics, network
 	// attachment or controller.
-	if _, err := env.Helm(ctx, "upgrade", "--install", secondRelease, env.ChartDir(), "--namespace", secondNamespace, "--create-namespace",
-		"--values", env.ValuesFile(), "--values", env.E2EValuesFile(),
-		"--set", "driverName="+secondDriver, "--set", "controller.enabled=false", "--set", "pools.shared.enabled=false",
+	args := append([]string{"upgrade", "--install", secondRelease, env.ChartDir(), "--namespace", secondNamespace, "--create-namespace"}, env.ValuesArgs()...)
+	args = append(args, "--set", "driverName="+secondDriver, "--set", "controller.enabled=false", "--set", "pools.shared.enabled=false",
 		"--set", "pools.exclusive.enabled=false", "--set", "networkAttachment.enabled=false", "--set", "metrics.enabled=false",
-		"--set", "healthcheck.port=51516", "--wait", "--timeout", "3m"); err != nil {
+		"--set", "healthcheck.port=51516", "--wait", "--timeout", "3m")
+	if _, err := env.Helm(ctx, args...); err != nil {
 		// What the second plugin said, for the diagnosis.
 		for _, args := range [][]string{
 			{"-n", secondNamespace, "get", "pods", "-o", "wide"},
@@ -99,7 +101,7 @@ func TestTwoInstallationsShareANode(t *testing.T) {
 		filepath.Join(env.CDIDir(), cdi.SpecFileName(secondDriver, string(both.UID))),
 	}
 	for _, s := range specs {
-		if _, err := os.Stat(s); err != nil {
+		if _, err := host.Lstat(s); err != nil {
 			t.Errorf("%s: a claim with devices of both drivers lost a spec: %v", framework.DriverFault, err)
 		}
 	}
@@ -112,14 +114,14 @@ func TestTwoInstallationsShareANode(t *testing.T) {
 	env.DeletePod(t, ns, "both")
 	framework.Eventually(t, ctx, 2*time.Minute, time.Second, "the specs of the deleted pod's claim removed by both plugins", func(context.Context) error {
 		for _, s := range specs {
-			if _, err := os.Stat(s); !errors.Is(err, os.ErrNotExist) {
+			if _, err := host.Lstat(s); !errors.Is(err, fs.ErrNotExist) {
 				return fmt.Errorf("%s: %v", s, err)
 			}
 		}
 		return nil
 	})
 	secondHook := filepath.Join(env.HookInstallDir(), cdi.HookFileName(secondDriver))
-	if _, err := os.Stat(secondHook); err != nil {
+	if _, err := host.Lstat(secondHook); err != nil {
 		t.Fatalf("the second plugin installed no hook of its own: %v", err)
 	}
 	if _, err := env.Helm(ctx, "uninstall", secondRelease, "--namespace", secondNamespace, "--wait", "--timeout", "2m"); err != nil {
@@ -127,10 +129,10 @@ func TestTwoInstallationsShareANode(t *testing.T) {
 	}
 	secondData := filepath.Join(env.KubeletDir(), "plugins", secondDriver)
 	framework.Eventually(t, ctx, 2*time.Minute, time.Second, "the second installation's files and slices gone", func(ctx context.Context) error {
-		if _, err := os.Stat(secondHook); !errors.Is(err, os.ErrNotExist) {
+		if _, err := host.Lstat(secondHook); !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("hook %s: %v", secondHook, err)
 		}
-		if entries, err := os.ReadDir(secondData); err == nil && len(entries) > 0 {
+		if entries, err := host.ReadDir(secondData); err == nil && len(entries) > 0 {
 			return fmt.Errorf("%d files left in %s", len(entries), secondData)
 		}
 		slices, err := env.Client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.driver=" + secondDriver})
@@ -143,10 +145,10 @@ func TestTwoInstallationsShareANode(t *testing.T) {
 		return nil
 	})
 	// The first installation did not notice.
-	if _, err := os.Stat(env.CDISpecFor(string(first.UID))); err != nil {
+	if _, err := host.Lstat(env.CDISpecFor(string(first.UID))); err != nil {
 		t.Errorf("%s: uninstalling the second installation removed the first's spec of a running claim: %v", framework.DriverFault, err)
 	}
-	if _, err := os.Stat(filepath.Join(env.HookInstallDir(), cdi.HookFileName(framework.DriverName))); err != nil {
+	if _, err := host.Lstat(filepath.Join(env.HookInstallDir(), cdi.HookFileName(framework.DriverName))); err != nil {
 		t.Errorf("%s: uninstalling the second installation removed the first's hook: %v", framework.DriverFault, err)
 	}
 	cp, err := env.Checkpoint()

@@ -29,6 +29,8 @@ const upgradeFrom = "9b0329d"
 // sees its port, and deleting the pods unprepares both claims, leaving no CDI spec and no
 // checkpoint entry.
 func TestUpgradeFromPrevious(t *testing.T) {
+	env.NeedMockNode(t)
+	host := env.NeedHost(t, "import the previous version's image into the node's container runtime and read the plugin's checkpoint")
 	ctx := framework.Context(t, 15*time.Minute)
 	ref := upgradeFrom
 	if v := os.Getenv("E2E_UPGRADE_FROM"); v != "" {
@@ -54,7 +56,7 @@ func TestUpgradeFromPrevious(t *testing.T) {
 		t.Fatalf("make image-oci IMAGE_SOURCE=%s: %v\n%s", ref, err, out)
 	}
 	archive := filepath.Join(env.Repo, "_output", "images", "rdma-dra-driver-"+tag+".oci.tar")
-	if _, err := env.ClusterTool(ctx, "import", archive); err != nil {
+	if err := host.ImportImage(ctx, archive); err != nil {
 		t.Fatal(err)
 	}
 	oldChart := t.TempDir()
@@ -66,9 +68,9 @@ func TestUpgradeFromPrevious(t *testing.T) {
 	oldChart = filepath.Join(oldChart, "deployments", "helm", "rdma-dra-driver")
 
 	// A fresh installation of the previous version, not a downgrade of this one.
-	uninstallSuite(t, ctx, filepath.Join(env.HookInstallDir(), "rdma-dra-cdi-hook"), false)
-	if _, err := env.Helm(ctx, "upgrade", "--install", framework.Release, oldChart, "--namespace", framework.Namespace,
-		"--values", env.ValuesFile(), "--values", env.E2EValuesFile(), "--set", "image.tag="+tag); err != nil {
+	uninstallSuite(t, ctx, host, filepath.Join(env.HookInstallDir(), "rdma-dra-cdi-hook"), false)
+	args := append([]string{"upgrade", "--install", framework.Release, oldChart, "--namespace", framework.Namespace}, env.ValuesArgs()...)
+	if _, err := env.Helm(ctx, append(args, "--set", "image.tag="+tag)...); err != nil {
 		t.Fatalf("install %s: %v", ref, err)
 	}
 	if err := env.WaitReady(ctx, shares); err != nil {
@@ -111,7 +113,7 @@ func TestUpgradeFromPrevious(t *testing.T) {
 			if _, ok := cp[uid]; ok {
 				return fmt.Errorf("claim %s still in the checkpoint", name)
 			}
-			if _, err := statFile(env.CDISpecFor(uid)); err == nil {
+			if _, err := host.Lstat(env.CDISpecFor(uid)); err == nil {
 				return fmt.Errorf("claim %s still has its CDI spec %s", name, env.CDISpecFor(uid))
 			}
 		}

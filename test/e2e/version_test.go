@@ -61,6 +61,7 @@ func requireFeature(t *testing.T, on bool, gate, what string) {
 }
 
 func TestVersionDeviceModel(t *testing.T) {
+	env.NeedMockNode(t)
 	f := serverFeatures(t)
 	t.Logf("API server %s: DRAPartitionableDevices %t, DRAConsumableCapacity %t, DRADeviceTaints %t, DRAExtendedResource %t: the plugin should publish the %s model",
 		f.Version, f.PartitionableDevices, f.ConsumableCapacity, f.DeviceTaints, f.ExtendedResource, f.Model())
@@ -90,7 +91,7 @@ func TestVersionDeviceModel(t *testing.T) {
 		if !ok {
 			return "(not published)"
 		}
-		if a, ok := d.Attributes[devicemodel.AttrMode]; ok && a.StringValue != nil {
+		if a, ok := devicemodel.LookupAttribute(framework.DriverName, &d, devicemodel.AttrMode); ok && a.StringValue != nil {
 			return *a.StringValue
 		}
 		return "(no mode)"
@@ -141,6 +142,7 @@ func TestVersionDeviceModel(t *testing.T) {
 // the partitionable model as shares of one device, in the legacy model as its single-share
 // devices, each to one pod.
 func TestVersionShares(t *testing.T) {
+	env.NeedMockNode(t)
 	f := serverFeatures(t)
 	const port, device = "mlx5_3", "mlx5-3-p1"
 	ns := env.NewNamespace(t, "version-shares")
@@ -176,6 +178,7 @@ func TestVersionShares(t *testing.T) {
 // either whole or as shares: the test switches the node to whole ports (legacy.mode
 // exclusive) for its duration, and checks that shares are then not to be had.
 func TestVersionExclusive(t *testing.T) {
+	env.NeedMockNode(t)
 	f := serverFeatures(t)
 	const port, device = "mlx5_2", "mlx5-2-p1"
 	if !f.Partitionable() {
@@ -207,9 +210,7 @@ func TestVersionExclusive(t *testing.T) {
 // installLegacyExclusive upgrades the release with legacy.mode exclusive and waits until
 // the node publishes its ports whole.
 func installLegacyExclusive(ctx context.Context) error {
-	args := []string{"upgrade", "--install", framework.Release, env.ChartDir(), "--namespace", framework.Namespace,
-		"--values", env.ValuesFile(), "--values", env.E2EValuesFile(), "--set", "nodeConfig.legacy.mode=exclusive"}
-	if _, err := env.Helm(ctx, args...); err != nil {
+	if err := env.Upgrade(ctx, "nodeConfig.legacy.mode=exclusive"); err != nil {
 		return err
 	}
 	if err := env.WaitRollout(ctx); err != nil {
@@ -229,6 +230,8 @@ func installLegacyExclusive(ctx context.Context) error {
 // TestVersionHealth takes a port down and back: the plugin's Node events on every version,
 // the devices' taints where the API server keeps them (DRADeviceTaints).
 func TestVersionHealth(t *testing.T) {
+	env.NeedMockNode(t)
+	env.NeedHost(t, "write a port's state file in the mock sysfs")
 	f := serverFeatures(t)
 	const port = "mlx5_6"
 	devices := []string{"mlx5-6-p1", "mlx5-6-p1-shared"}

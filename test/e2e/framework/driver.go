@@ -7,9 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"path/filepath"
 	"regexp"
+	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
 )
@@ -26,38 +29,43 @@ func (e *Env) ChartDir() string {
 	return filepath.Join(e.Repo, "deployments", "helm", "rdma-dra-driver")
 }
 
-// E2EValuesFile holds the suite's chart values (2 shares per port, so limits are quick to reach).
-func (e *Env) E2EValuesFile() string {
-	return filepath.Join(e.Repo, "test", "e2e", "testdata", "values-e2e.yaml")
-}
-
-// Install runs helm upgrade --install with the cluster's mock values, the suite's values
-// and set, then waits until the plugin is rolled out and publishes wantShares shares per port.
+// Install runs helm upgrade --install with the cluster's values, the suite's values and
+// set, then waits until the plugin is rolled out and publishes wantShares shares per port.
 func (e *Env) Install(ctx context.Context, wantShares int64, set ...string) error {
-	args := []string{"upgrade", "--install", Release, e.ChartDir(), "--namespace", Namespace, "--create-namespace",
-		"--values", e.ValuesFile(), "--values", e.E2EValuesFile()}
-	for _, s := range set {
-		args = append(args, "--set", s)
-	}
-	if _, err := e.Helm(ctx, args...); err != nil {
+	if err := e.Upgrade(ctx, set...); err != nil {
 		return err
 	}
 	return e.WaitReady(ctx, wantShares)
 }
 
+// Upgrade runs helm upgrade --install with the cluster's values, the suite's values and
+// set, and does not wait.
+func (e *Env) Upgrade(ctx context.Context, set ...string) error {
+	args := append([]string{"upgrade", "--install", Release, e.ChartDir(), "--namespace", Namespace, "--create-namespace"}, e.ValuesArgs()...)
+	for _, s := range set {
+		args = append(args, "--set", s)
+	}
+	_, err := e.Helm(ctx, args...)
+	return err
+}
+
 // WaitReady waits for the rollouts of the plugin's DaemonSet and the controller's
 // Deployment, for the kubelet to have registered the running plugin pod, and for the
-// node's slices to offer wantShares shares of mlx5-0-p1: as the capacity of
-// mlx5-0-p1-shared in the partitionable model, as the single-share devices mlx5-0-p1-s0 ..
-// -s<wantShares-1> in the legacy one. A pod created before the registration would have its
-// prepare refused ("driver is not registered") and retried later by the kubelet, so
-// without it the next test's first pod races the rollout.
+// node's slices to offer wantShares shares on every shared device (offersShares): the
+// capacity of each shared device in the partitionable model, as many single-share devices
+// per port in the legacy one. A pod created before the registration would have its prepare
+// refused ("driver is not registered") and retried later by the kubelet, so without it the
+// next test's first pod races the rollout.
 func (e *Env) WaitReady(ctx context.Context, wantShares int64) error {
 	if err := e.WaitRollout(ctx); err != nil {
 		return err
 	}
 	return Poll(ctx, 2*time.Minute, time.Second, func(ctx context.Context) error {
-		return e.offersShares(ctx, "mlx5-0-p1", wantShares)
+		slices, err := e.nodeSlices(ctx)
+		if err != nil {
+			return err
+		}
+		return offersShares(slices, wantShares)
 	})
 }
 
@@ -79,41 +87,92 @@ func (e *Env) WaitRollout(ctx context.Context) error {
 	return e.WaitRegistered(ctx)
 }
 
-// offersShares checks that the port's device offers want shares in either model.
-func (e *Env) offersShares(ctx context.Context, port string, want int64) error {
-	dev, err := e.SliceDevice(ctx, port+"-shared")
-	if err == nil {
-		c, ok := dev.Capacity["rdma.dra.io/shares"]
-		if !ok || c.Value.Value() != want {
-			return fmt.Errorf("%s-shared offers %v shares, want %d", port, c.Value.String(), want)
+// sharesCapacity is the capacity of a shared device: how many shares of its port it
+// offers.
+const sharesCapacity resourceapi.QualifiedName = "rdma.dra.io/shares"
+
+// offersShares says why the slices do not offer wantShares shares on each of their shared
+// devices, or that they have none; nil when they do. In the partitionable model a shared
+// device offers its shares as sharesCapacity; in the legacy model (the API server dropped
+// the partitionable fields) each share is a device of its own, LegacyShareName(port, k)
+// with mode shared, and every port must have wantShares of them.
+func offersShares(slices []resourceapi.ResourceSlice, wantShares int64) error {
+	shared := 0
+	legacy := map[string]int64{}
+	for _, s := range slices {
+		for _, d := range s.Spec.Devices {
+			c, ok := d.Capacity[sharesCapacity]
+			if !ok {
+				if mode, ok := devicemodel.LookupAttribute(DriverName, &d, devicemodel.AttrMode); ok && ptr.Deref(mode.StringValue, "") == "shared" {
+					port, _, _ := cutLegacyShare(d.Name)
+					legacy[port]++
+				}
+				continue
+			}
+			shared++
+			if c.Value.Value() != wantShares {
+				return fmt.Errorf("%s offers %v shares, want %d", d.Name, c.Value.String(), wantShares)
+			}
 		}
+	}
+	if shared > 0 {
 		return nil
 	}
-	if _, lerr := e.SliceDevice(ctx, devicemodel.LegacyShareName(port, int(want-1))); lerr != nil {
-		return fmt.Errorf("neither model offers %d shares of %s: %w; %w", want, port, err, lerr)
+	if len(legacy) == 0 {
+		return fmt.Errorf("no device with %s capacity nor legacy share devices published (%d slices)", sharesCapacity, len(slices))
 	}
-	if _, lerr := e.SliceDevice(ctx, devicemodel.LegacyShareName(port, int(want))); lerr == nil {
-		return fmt.Errorf("%s has more than %d legacy share devices", port, want)
+	ports := make([]string, 0, len(legacy))
+	for p := range legacy {
+		ports = append(ports, p)
+	}
+	sort.Strings(ports)
+	for _, p := range ports {
+		if legacy[p] != wantShares {
+			return fmt.Errorf("%s has %d legacy share devices, want %d", p, legacy[p], wantShares)
+		}
 	}
 	return nil
 }
 
-// SliceDevice returns the device of that name in the node's ResourceSlices of the driver.
-func (e *Env) SliceDevice(ctx context.Context, name string) (resourceapi.Device, error) {
+// cutLegacyShare splits a legacy share device's name, LegacyShareName(port, k), into the
+// port's device name and k.
+func cutLegacyShare(name string) (port string, k int, ok bool) {
+	i := strings.LastIndex(name, "-s")
+	if i < 0 {
+		return name, 0, false
+	}
+	k, err := strconv.Atoi(name[i+2:])
+	if err != nil || devicemodel.LegacyShareName(name[:i], k) != name {
+		return name, 0, false
+	}
+	return name[:i], k, true
+}
+
+// nodeSlices lists the node's ResourceSlices of the driver.
+func (e *Env) nodeSlices(ctx context.Context) ([]resourceapi.ResourceSlice, error) {
 	slices, err := e.Client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{
 		FieldSelector: "spec.driver=" + DriverName + ",spec.nodeName=" + e.Node,
 	})
 	if err != nil {
+		return nil, err
+	}
+	return slices.Items, nil
+}
+
+// SliceDevice returns the device of that name in the node's ResourceSlices of the driver.
+func (e *Env) SliceDevice(ctx context.Context, name string) (resourceapi.Device, error) {
+	slices, err := e.nodeSlices(ctx)
+	if err != nil {
 		return resourceapi.Device{}, err
 	}
-	for _, s := range slices.Items {
+	for _, s := range slices {
 		for _, d := range s.Spec.Devices {
 			if d.Name == name {
 				return d, nil
 			}
 		}
 	}
-	return resourceapi.Device{}, fmt.Errorf("device %s not published (%d slices)", name, len(slices.Items))
+	return resourceapi.Device{}, fmt.Errorf("device %s not published (%d slices)", name, len(slices))
 }
 
 // PluginPod returns the running plugin pod of the node.
@@ -201,12 +260,12 @@ type CheckpointEntry struct {
 
 // Checkpoint reads the plugin's checkpoint on the host; a missing file is empty.
 func (e *Env) Checkpoint() (map[string]CheckpointEntry, error) {
-	data, err := os.ReadFile(filepath.Join(e.PluginDataDir(), "checkpoint.json"))
-	if errors.Is(err, os.ErrNotExist) {
-		return map[string]CheckpointEntry{}, nil
-	}
+	data, err := e.checkpointFile()
 	if err != nil {
 		return nil, err
+	}
+	if data == nil {
+		return map[string]CheckpointEntry{}, nil
 	}
 	var cp struct {
 		Claims map[string]CheckpointEntry `json:"claims"`
@@ -220,10 +279,36 @@ func (e *Env) Checkpoint() (map[string]CheckpointEntry, error) {
 	return cp.Claims, nil
 }
 
+// checkpointFile reads the plugin's checkpoint file on the host; nil when there is none.
+func (e *Env) checkpointFile() ([]byte, error) {
+	h, err := e.host()
+	if err != nil {
+		return nil, err
+	}
+	data, err := h.ReadFile(filepath.Join(e.PluginDataDir(), "checkpoint.json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return data, err
+}
+
 // CDISpecs returns the driver's CDI spec files on the host.
 func (e *Env) CDISpecs() ([]string, error) {
-	m, err := filepath.Glob(filepath.Join(e.CDIDir(), "k8s.rdma.dra.io-hca_*"))
-	return m, err
+	h, err := e.host()
+	if err != nil {
+		return nil, err
+	}
+	entries, err := h.ReadDir(e.CDIDir())
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, ent := range entries {
+		if strings.HasPrefix(ent.Name(), "k8s.rdma.dra.io-hca_") {
+			out = append(out, filepath.Join(e.CDIDir(), ent.Name()))
+		}
+	}
+	return out, nil
 }
 
 // CDISpecFor returns the spec file path of a claim UID (it may not exist).

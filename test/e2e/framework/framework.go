@@ -1,21 +1,20 @@
-// Package framework is the small toolkit of the end-to-end suite: the local cluster's paths
-// and clients, the driver's Helm release, namespaces that clean up after themselves, pods
-// that print what the driver gave them, and waiting. The suite runs against the cluster that
-// `make cluster-up` starts (docs/e2e.md).
+// Package framework is the small toolkit of the end-to-end suite: the cluster under test
+// and its clients, the node's host where the suite may reach it, the driver's Helm release,
+// namespaces that clean up after themselves, pods that print what the driver gave them,
+// and waiting. The suite runs against the cluster that `make cluster-up` starts, or any
+// other that KUBECONFIG names (docs/e2e.md).
 package framework
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
+	"slices"
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -35,46 +34,37 @@ const (
 // ControllerDeployment is the controller's (and webhook's) Deployment.
 const ControllerDeployment = "rdma-dra-driver-controller"
 
-// Env is the local cluster as `_output/local-cluster/env` describes it.
+// Env is the cluster under test, the node the suite tests on, and what the suite may do
+// there beside the API (Host).
 type Env struct {
 	Repo       string
-	Vars       map[string]string
 	Kubeconfig string
 	Node       string
 	REST       *rest.Config
 	Client     kubernetes.Interface
+	// Host is the node's host; nil when the suite has no access to it (then noHost says
+	// why).
+	Host   Host
+	noHost string
+	// MockProfile is the mock node profile the node runs, "" on RDMA hardware.
+	MockProfile string
+	// Values are the cluster's chart values files, which the suite installs the chart
+	// with before its own (E2EValuesFile).
+	Values []string
+	// helm and kubectl are the programs the suite runs (tool).
+	helm, kubectl string
 }
 
-// Load reads the cluster's env file below the repository root and builds the clients.
+// Load finds the cluster under test from the environment (config.go: KUBECONFIG, E2E_NODE,
+// E2E_VALUES, E2E_MOCK_PROFILE, E2E_HOST, or the local cluster below the repository
+// root), builds the clients and reads the node.
 func Load(repo string) (*Env, error) {
-	path := filepath.Join(repo, "_output", "local-cluster", "env")
-	f, err := os.Open(path)
+	c, err := resolve(repo, os.Getenv)
 	if err != nil {
-		return nil, fmt.Errorf("open %s (is the local cluster up? make cluster-up): %w", path, err)
+		return nil, err
 	}
-	defer f.Close()
-	vars := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line, ok := strings.CutPrefix(sc.Text(), "export ")
-		if !ok {
-			continue
-		}
-		k, v, ok := strings.Cut(line, "=")
-		if ok {
-			vars[k] = strings.Trim(v, `"`)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	e := &Env{Repo: repo, Vars: vars, Kubeconfig: vars["KUBECONFIG"], Node: vars["LOCALCLUSTER_NODE"]}
-	if e.Kubeconfig == "" || e.Node == "" {
-		return nil, fmt.Errorf("%s lacks KUBECONFIG or LOCALCLUSTER_NODE", path)
-	}
-	if vars["LOCALCLUSTER_DEVICE_METADATA_ROOT"] == "" {
-		return nil, fmt.Errorf("%s lacks LOCALCLUSTER_DEVICE_METADATA_ROOT: the cluster was started by an older make cluster-up; make cluster-down && make cluster-up", path)
-	}
+	e := &Env{Repo: repo, Kubeconfig: c.kubeconfig, Node: c.node, Values: c.values, noHost: c.noHost,
+		helm: tool(repo, "helm", "HELM"), kubectl: tool(repo, "kubectl", "KUBECTL")}
 	if e.REST, err = clientcmd.BuildConfigFromFlags("", e.Kubeconfig); err != nil {
 		return nil, fmt.Errorf("load %s: %w", e.Kubeconfig, err)
 	}
@@ -82,63 +72,57 @@ func Load(repo string) (*Env, error) {
 	if e.Client, err = kubernetes.NewForConfig(e.REST); err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	node, err := e.Client.CoreV1().Nodes().Get(ctx, e.Node, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("read node %s: %w", e.Node, err)
+	}
+	e.MockProfile = mockProfile(c.mockProfile, node.Labels[MockProfileLabel])
+	if c.local != nil && c.noHost == "" {
+		e.Host = newLocalHost(repo, c.local)
+	}
 	return e, nil
 }
 
-// KubeletDir is the kubelet's root directory on the host.
-func (e *Env) KubeletDir() string { return e.Vars["LOCALCLUSTER_KUBELET_DIR"] }
-
-// PluginDataDir is the plugin's data directory on the host (checkpoint.json lives there).
-func (e *Env) PluginDataDir() string {
-	return filepath.Join(e.KubeletDir(), "plugins", DriverName)
+// mockProfile is the mock profile of the node: as configured (noMock: none), else as
+// its label says.
+func mockProfile(configured, label string) string {
+	switch configured {
+	case noMock:
+		return ""
+	case "":
+		return label
+	}
+	return configured
 }
 
-// DeviceMetadataDir is the plugin's directory of device metadata files on the host, which
-// its data directory links to.
-func (e *Env) DeviceMetadataDir() string {
-	return filepath.Join(e.Vars["LOCALCLUSTER_DEVICE_METADATA_ROOT"], DriverName)
+// E2EValuesFile holds the suite's chart values (2 shares per port, so limits are quick to reach).
+func (e *Env) E2EValuesFile() string {
+	return filepath.Join(e.Repo, "test", "e2e", "testdata", "values-e2e.yaml")
 }
 
-// CDIDir is the directory of the transient CDI specs on the host.
-func (e *Env) CDIDir() string { return e.Vars["LOCALCLUSTER_CDI_DIR"] }
-
-// HookInstallDir is where the plugin installs its hook on the local cluster.
-func (e *Env) HookInstallDir() string { return "/var/lib/rdma-dra-local/rdma-dra/bin" }
-
-// ValuesFile is the chart values file the cluster tool wrote for mock mode.
-func (e *Env) ValuesFile() string {
-	return filepath.Join(e.Repo, "_output", "local-cluster", "config", "driver-values.yaml")
+// ValuesArgs are helm's --values arguments of the cluster's values files and the suite's.
+func (e *Env) ValuesArgs() []string {
+	var args []string
+	for _, v := range append(slices.Clone(e.Values), e.E2EValuesFile()) {
+		args = append(args, "--values", v)
+	}
+	return args
 }
 
-// Helm runs the repository's helm against the cluster.
+// Helm runs helm against the cluster.
 func (e *Env) Helm(ctx context.Context, args ...string) (string, error) {
-	return e.run(ctx, e.helmPath(), append(args, "--kubeconfig", e.Kubeconfig)...)
+	return e.run(ctx, e.helm, append(args, "--kubeconfig", e.Kubeconfig)...)
 }
 
-// Kubectl runs the cluster's kubectl.
+// Kubectl runs kubectl against the cluster.
 func (e *Env) Kubectl(ctx context.Context, args ...string) (string, error) {
-	return e.run(ctx, filepath.Join(e.Repo, "_output", "bin", "kubectl"), append([]string{"--kubeconfig", e.Kubeconfig}, args...)...)
-}
-
-// ClusterTool runs the local cluster tool (restart, import, ...).
-func (e *Env) ClusterTool(ctx context.Context, args ...string) (string, error) {
-	return e.run(ctx, filepath.Join(e.Repo, "_output", "cluster-cache", "tools", "localcluster"), append([]string{"-repo", e.Repo}, args...)...)
-}
-
-// Ctr runs the cluster's ctr in containerd's k8s.io namespace.
-func (e *Env) Ctr(ctx context.Context, args ...string) (string, error) {
-	return e.run(ctx, e.Vars["LOCALCLUSTER_CTR"], append([]string{"--address", e.Vars["LOCALCLUSTER_CONTAINERD_SOCKET"], "-n", "k8s.io"}, args...)...)
+	return e.run(ctx, e.kubectl, append([]string{"--kubeconfig", e.Kubeconfig}, args...)...)
 }
 
 func (e *Env) run(ctx context.Context, bin string, args ...string) (string, error) {
-	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.Dir = e.Repo
-	if err := cmd.Run(); err != nil {
-		return out.String(), fmt.Errorf("%s %s: %w: %s", filepath.Base(bin), strings.Join(args, " "), err, strings.TrimSpace(out.String()))
-	}
-	return out.String(), nil
+	return runIn(ctx, e.Repo, bin, args...)
 }
 
 // Context returns a context that ends with the test or after d.

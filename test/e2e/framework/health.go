@@ -3,7 +3,6 @@ package framework
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -25,31 +24,22 @@ const (
 	PortActive = "4: ACTIVE"
 )
 
-// PortStateFile is the mock node's state file of an RDMA device's port on the host. The
-// class/infiniband entries are symbolic links into the devices tree, and the plugin
-// reads the resolved path, so this is the resolved one.
-func (e *Env) PortStateFile(ibdev string, port int) (string, error) {
-	link := filepath.Join(e.Vars["LOCALCLUSTER_MOCK_SYS"], "class", "infiniband", ibdev, "ports", fmt.Sprint(port), "state")
-	path, err := filepath.EvalSymlinks(link)
-	if err != nil {
-		return "", fmt.Errorf("resolve %s: %w", link, err)
-	}
-	return path, nil
+// portStateFile is the mock node's state file of an RDMA device's port on the host. The
+// class/infiniband entries are symbolic links into the devices tree, which the plugin
+// reads; Host.WriteFile replaces the file they resolve to.
+func (e *Env) portStateFile(ibdev string, port int) string {
+	return filepath.Join(e.paths().SysRoot, "class", "infiniband", ibdev, "ports", fmt.Sprint(port), "state")
 }
 
-// SetPortState writes state (e.g. PortDown) into the port's state file, replacing the
-// file at once (a new file renamed over it), so that a poll never reads it half written.
+// SetPortState writes state (e.g. PortDown) into the port's state file on the host,
+// replacing the file at once (Host.WriteFile), so that a poll never reads it half written.
 func (e *Env) SetPortState(ibdev string, port int, state string) error {
-	path, err := e.PortStateFile(ibdev, port)
+	h, err := e.host()
 	if err != nil {
 		return err
 	}
-	tmp := path + ".e2e-tmp"
-	if err := os.WriteFile(tmp, []byte(state+"\n"), 0o644); err != nil {
+	if err := h.WriteFile(e.portStateFile(ibdev, port), []byte(state+"\n")); err != nil {
 		return fmt.Errorf("write port state: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("replace port state: %w", err)
 	}
 	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -22,13 +21,11 @@ import (
 
 	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/sysfs"
-	"github.com/rdma-dra/rdma-dra-driver/test/cluster/mocknet"
 )
 
 // Network attachment (docs/network-attachment.md) as the suite checks it: inside the pod
-// with `ip` (busybox's, in the toolbox image), on the host with the Go net package (the
-// suite runs as root in the host's namespaces), and in the mock sysfs GID tables that the
-// plugin's emulated RDMA kernel writes.
+// with `ip` (busybox's, in the toolbox image), on the host through Host.Links, and in the
+// mock sysfs GID tables that the plugin's emulated RDMA kernel writes.
 
 // Exec runs a command in the pod's first container and returns its output (stdout and
 // stderr). Not reaching the kubelet is retried for a minute (execWithRetry).
@@ -92,46 +89,6 @@ func ParseIP(name, link, addr string) (PodInterface, error) {
 	return pi, nil
 }
 
-// HostLink is an interface of the host as the tests compare them before and after.
-type HostLink struct {
-	Name, HardwareAddr string
-	MTU                int
-	Up                 bool
-	// Addresses are the global addresses with prefix length, sorted.
-	Addresses []string
-}
-
-// HostLinks returns the host's interfaces, sorted by name, without the pod network's
-// veths (their names are random and come and go with the cluster's own pods) and without
-// link-local addresses (the kernel makes those wherever a link is).
-func HostLinks() ([]HostLink, error) {
-	ifcs, err := net.Interfaces()
-	if err != nil {
-		return nil, fmt.Errorf("host interfaces: %w", err)
-	}
-	var out []HostLink
-	for _, ifc := range ifcs {
-		if strings.HasPrefix(ifc.Name, "veth") {
-			continue
-		}
-		hl := HostLink{Name: ifc.Name, HardwareAddr: ifc.HardwareAddr.String(), MTU: ifc.MTU, Up: ifc.Flags&net.FlagUp != 0}
-		addrs, err := ifc.Addrs()
-		if err != nil {
-			return nil, fmt.Errorf("addresses of %s: %w", ifc.Name, err)
-		}
-		for _, a := range addrs {
-			if n, ok := a.(*net.IPNet); ok && !n.IP.IsLinkLocalUnicast() {
-				ones, _ := n.Mask.Size()
-				hl.Addresses = append(hl.Addresses, fmt.Sprintf("%s/%d", n.IP, ones))
-			}
-		}
-		slices.Sort(hl.Addresses)
-		out = append(out, hl)
-	}
-	slices.SortFunc(out, func(a, b HostLink) int { return strings.Compare(a.Name, b.Name) })
-	return out, nil
-}
-
 // FindHostLink returns the host interface of that name, and false when there is none.
 func FindHostLink(links []HostLink, name string) (HostLink, bool) {
 	for _, l := range links {
@@ -153,8 +110,12 @@ type GIDEntry struct {
 // GIDTable reads the used entries of a port's GID table in the mock sysfs, in index
 // order: the entries that have a type (sysfs.md: unused ones have none).
 func (e *Env) GIDTable(ibdev string, port int) ([]GIDEntry, error) {
-	dir := filepath.Join(e.Vars["LOCALCLUSTER_MOCK_SYS"], "class", "infiniband", ibdev, "ports", strconv.Itoa(port))
-	names, err := os.ReadDir(filepath.Join(dir, "gids"))
+	h, err := e.host()
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(e.paths().SysRoot, "class", "infiniband", ibdev, "ports", strconv.Itoa(port))
+	names, err := h.ReadDir(filepath.Join(dir, "gids"))
 	if err != nil {
 		return nil, fmt.Errorf("GID table of %s port %d: %w", ibdev, port, err)
 	}
@@ -164,11 +125,11 @@ func (e *Env) GIDTable(ibdev string, port int) ([]GIDEntry, error) {
 		if err != nil {
 			continue
 		}
-		typ, err := os.ReadFile(filepath.Join(dir, "gid_attrs", "types", n.Name()))
+		typ, err := h.ReadFile(filepath.Join(dir, "gid_attrs", "types", n.Name()))
 		if err != nil {
 			continue
 		}
-		raw, err := os.ReadFile(filepath.Join(dir, "gids", n.Name()))
+		raw, err := h.ReadFile(filepath.Join(dir, "gids", n.Name()))
 		if err != nil {
 			return nil, err
 		}
@@ -176,7 +137,7 @@ func (e *Env) GIDTable(ibdev string, port int) ([]GIDEntry, error) {
 		if err != nil {
 			return nil, fmt.Errorf("GID %d of %s: %w", i, ibdev, err)
 		}
-		ndev, _ := os.ReadFile(filepath.Join(dir, "gid_attrs", "ndevs", n.Name()))
+		ndev, _ := h.ReadFile(filepath.Join(dir, "gid_attrs", "ndevs", n.Name()))
 		out = append(out, GIDEntry{Index: i, GID: gid.Addr(), Type: strings.TrimSpace(string(typ)), Ndev: strings.TrimSpace(string(ndev))})
 	}
 	slices.SortFunc(out, func(a, b GIDEntry) int { return a.Index - b.Index })
@@ -194,23 +155,31 @@ func RoCEv2Index(table []GIDEntry, ndev string, addr netip.Addr) int {
 	return -1
 }
 
-// AddressPools returns the node configuration's address pools from the chart values
-// the cluster tool wrote (its one source: mocknet.AddressPools).
+// AddressPools returns the node configuration's address pools from the cluster's chart
+// values (on the local cluster the values the cluster tool wrote, whose one source is
+// test/cluster/mocknet.AddressPools): those of the last values file that has any, as helm
+// would merge them (a later file's list replaces an earlier one's).
 func (e *Env) AddressPools() ([]nodeconfig.AddressPool, error) {
-	data, err := os.ReadFile(e.ValuesFile())
-	if err != nil {
-		return nil, err
+	var pools []nodeconfig.AddressPool
+	for _, file := range e.Values {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return nil, err
+		}
+		var v struct {
+			NodeConfig nodeconfig.Config `json:"nodeConfig"`
+		}
+		if err := yaml.Unmarshal(data, &v); err != nil {
+			return nil, fmt.Errorf("parse %s: %w", file, err)
+		}
+		if p := v.NodeConfig.Network.AddressPools; len(p) > 0 {
+			pools = p
+		}
 	}
-	var v struct {
-		NodeConfig nodeconfig.Config `json:"nodeConfig"`
+	if len(pools) == 0 {
+		return nil, fmt.Errorf("the cluster's values %v have no nodeConfig.network.addressPools: is the cluster tool older than network attachment? make cluster-install", e.Values)
 	}
-	if err := yaml.Unmarshal(data, &v); err != nil {
-		return nil, fmt.Errorf("parse %s: %w", e.ValuesFile(), err)
-	}
-	if len(v.NodeConfig.Network.AddressPools) == 0 {
-		return nil, fmt.Errorf("%s has no nodeConfig.network.addressPools: is the cluster tool older than network attachment? make cluster-install", e.ValuesFile())
-	}
-	return v.NodeConfig.Network.AddressPools, nil
+	return pools, nil
 }
 
 // Pool returns the address pool of that name.
@@ -246,31 +215,14 @@ func InPool(pool nodeconfig.AddressPool, addr netip.Prefix) error {
 	return nil
 }
 
-// MockNetdevs returns the cluster tool's record of the host interfaces that stand in
-// for the mock node's netdevs.
-func (e *Env) MockNetdevs() (*mocknet.Plan, error) {
-	path := e.Vars["LOCALCLUSTER_MOCK_NETDEVS"]
-	if path == "" {
-		return nil, errors.New("the cluster's env file has no LOCALCLUSTER_MOCK_NETDEVS: the cluster predates mock netdevs; make cluster-down cluster-up")
-	}
-	rec, err := mocknet.ReadRecord(path)
-	if err != nil {
-		return nil, err
-	}
-	if len(rec.Links) == 0 {
-		return nil, fmt.Errorf("%s records no mock netdevs", path)
-	}
-	return rec, nil
-}
-
-// MockNetdev returns the recorded stand-in of that name.
-func MockNetdev(rec *mocknet.Plan, name string) (mocknet.Link, error) {
-	for _, l := range rec.Links {
+// FindMockNetdev returns the stand-in of that name.
+func FindMockNetdev(netdevs []MockNetdev, name string) (MockNetdev, error) {
+	for _, l := range netdevs {
 		if l.Name == name {
 			return l, nil
 		}
 	}
-	return mocknet.Link{}, fmt.Errorf("no mock netdev %s", name)
+	return MockNetdev{}, fmt.Errorf("no mock netdev %s", name)
 }
 
 // Attachment is one journal of a device's attachment into a pod, from the claim's
@@ -282,11 +234,8 @@ type Attachment struct {
 // Attachments reads the attachment journals of a claim from the plugin's checkpoint on
 // the host; none when the claim has no entry or no network record.
 func (e *Env) Attachments(claimUID string) ([]Attachment, error) {
-	data, err := os.ReadFile(filepath.Join(e.PluginDataDir(), "checkpoint.json"))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
+	data, err := e.checkpointFile()
+	if err != nil || data == nil {
 		return nil, err
 	}
 	var cp struct {

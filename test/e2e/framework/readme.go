@@ -89,25 +89,24 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// RenderStatic renders the static manifests the way make manifests does, with the local
+// RenderStatic renders the static manifests the way make manifests does, with the
 // cluster's values and the suite's, into a new directory of the test.
 func (e *Env) RenderStatic(t *testing.T, ctx context.Context) string {
 	t.Helper()
 	dir := t.TempDir()
-	if _, err := e.run(ctx, filepath.Join(e.Repo, "hack", "render-manifests.sh"), e.helmPath(), dir,
-		"--values", e.ValuesFile(), "--values", e.E2EValuesFile()); err != nil {
+	if _, err := e.run(ctx, filepath.Join(e.Repo, "hack", "render-manifests.sh"), append([]string{e.helm, dir}, e.ValuesArgs()...)...); err != nil {
 		t.Fatal(err)
 	}
 	return dir
 }
 
 // RunReadme runs the commands in the repository's root with bash, one by one, with the
-// cluster's helm and kubectl first on PATH and its kubeconfig in KUBECONFIG, and fails
-// the test at the first that fails, naming it.
+// suite's helm and kubectl first on PATH and the cluster's kubeconfig in KUBECONFIG, and
+// fails the test at the first that fails, naming it.
 func (e *Env) RunReadme(t *testing.T, ctx context.Context, cmds []string) {
 	t.Helper()
 	bin := t.TempDir()
-	for name, target := range map[string]string{"helm": e.helmPath(), "kubectl": filepath.Join(e.Repo, "_output", "bin", "kubectl")} {
+	for name, target := range map[string]string{"helm": e.helm, "kubectl": e.kubectl} {
 		if err := os.Symlink(target, filepath.Join(bin, name)); err != nil {
 			t.Fatal(err)
 		}
@@ -123,12 +122,4 @@ func (e *Env) RunReadme(t *testing.T, ctx context.Context, cmds []string) {
 			t.Fatalf("README command failed: %s: %v", c, err)
 		}
 	}
-}
-
-// helmPath is the helm the suite runs: $HELM, or the repository's.
-func (e *Env) helmPath() string {
-	if h := os.Getenv("HELM"); h != "" {
-		return h
-	}
-	return filepath.Join(e.Repo, "_output", "bin", "helm")
 }
