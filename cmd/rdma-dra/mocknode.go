@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/rdma-dra/rdma-dra-driver/internal/cliflags"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/mocknode"
 )
 
@@ -99,7 +100,7 @@ func writeMockNodeSummary(w io.Writer, profile mocknode.Profile, node *mocknode.
 	ports, ib := 0, 0
 	for _, e := range node.ExpectedPorts() {
 		ports++
-		if e.LinkLayer == "InfiniBand" {
+		if e.LinkLayer == discovery.LinkLayerInfiniBand {
 			ib++
 		}
 	}

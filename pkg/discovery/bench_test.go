@@ -1,9 +1,10 @@
-package discovery
+package discovery_test
 
 import (
 	"context"
 	"testing"
 
+	. "github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/mocknode"
 )
 

@@ -1,4 +1,4 @@
-package discovery
+package discovery_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/klog/v2"
 
+	. "github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/mocknode"
 )
 
@@ -137,7 +138,7 @@ func TestNetnsModeSources(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			d := New(Options{SysfsRoot: root, UseNetlink: tt.useNetlink})
 			if tt.netlink != nil {
-				d.netnsFromNetlink = tt.netlink
+				SetNetnsFromNetlink(d, tt.netlink)
 			}
 			inv, err := d.Discover(context.Background())
 			if err != nil {

@@ -1,4 +1,4 @@
-package discovery
+package discovery_test
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	. "github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 )
 
 // portOf returns the expected port of ports with that ibdev and number.
@@ -212,7 +214,7 @@ func TestOneFactUnknown(t *testing.T) {
 
 func TestNetnsModeGarbled(t *testing.T) {
 	root := writeNode(t, mixedNode())
-	writeFile(t, root, netnsModeFile, "maybe\n")
+	writeFile(t, root, NetnsModeFile, "maybe\n")
 	inv := discover(t, root)
 	if inv.NetnsMode != NetnsModeUnknown || len(inv.Ports) != len(wantMixed()) {
 		t.Errorf("NetnsMode = %q with %d ports; want unknown with all ports", inv.NetnsMode, len(inv.Ports))

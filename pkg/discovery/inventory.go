@@ -45,6 +45,12 @@ type Inventory struct {
 
 // Port is one port of one RDMA device, the unit the driver publishes and allocates.
 //
+// It is the one description of what the driver reports about a port: the inventory
+// document (rdma-dra discover -o json) is its JSON, the claim status data of the kubelet
+// plugin takes some of its fields under the same keys, and mock nodes state their
+// expectations in it (mocknode.Node.ExpectedPorts). Its JSON keys that name a fact the
+// device model publishes are that attribute's name (devicemodel.AttrIBDev ...).
+//
 // Facts that could not be read (missing or garbled files) are left at their zero value for
 // strings and nil for pointers; nil always means "unknown or does not apply", never zero.
 type Port struct {
@@ -133,7 +139,8 @@ type CharDev struct {
 const InventoryVersion = "rdma.dra.io/inventory/v1"
 
 // Document is the inventory as a versioned document. Keys are the device model's
-// attribute names in snake case; a key that is absent means unknown or not applicable.
+// attribute names in snake case (pkg/devicemodel's tests check them against its
+// constants); a key that is absent means unknown or not applicable.
 type Document struct {
 	// Version is InventoryVersion.
 	Version string `json:"version"`

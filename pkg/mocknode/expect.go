@@ -1,75 +1,47 @@
 package mocknode
 
 import (
-	"sort"
+	"encoding/binary"
 	"strconv"
 	"strings"
 
-	"github.com/rdma-dra/rdma-dra-driver/internal/natsort"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 )
 
-// ExpectedPort is what discovery should report for one port of a mock node, derived from
-// the description (not from the written tree) by the rules of sysfs.md. Tests of
-// discovery, the device model and the plugin compare against it, so that a profile change
-// cannot silently change what they check.
+// ExpectedPorts lists every port of the node as discovery should report it, derived from
+// the description (not from the written tree) by the rules of sysfs.md, in the
+// inventory's order (discovery.SortPorts). Tests of discovery, the device model, the CLI
+// and the plugin compare against it, so that a profile change cannot silently change what
+// they check.
 //
-// Pointers are nil where the fact is unknown or does not apply, as in the inventory.
-type ExpectedPort struct {
-	IBDev     string
-	Port      int
-	LinkLayer string
-	State     string
-	PhysState string
-	SpeedGbps *int
-	Rate      string
-
-	// Netdev is the bond master for LAG and bonded ports, the IPoIB interface (dev_port =
-	// port-1) for InfiniBand, the parent for virtual devices; empty if none.
-	Netdev   string
-	MTU      *int
-	GIDIndex *int
-
-	NodeGUID string
-	FWVer    string
-	BoardID  string
-	HCAType  string
-
-	// VendorID and DeviceID are four lower-case hex digits without 0x.
-	VendorID string
-	DeviceID string
-	Driver   string
-	PCIBusID string
-	PCIeRoot string
-	NUMANode *int
-	SRIOVVF  bool
-	PhysFn   string
-	LAG      bool
-	Virtual  bool
-
-	Verbs *CharDev
-	UMAD  *CharDev
-	ISSM  *CharDev
-}
-
-// ExpectedPorts lists every port of the node as discovery should see it, sorted by ibdev
-// name (natural order, natsort) and port number. n must be valid.
-func (n *Node) ExpectedPorts() []ExpectedPort {
+// Every fact of discovery.Port is filled but Model, the marketing name that discovery
+// looks up in its own table of PCI IDs: compare with that field ignored. Pointers are nil
+// where the fact is unknown or does not apply, as in the inventory. n must be valid.
+func (n *Node) ExpectedPorts() []discovery.Port {
 	p := newPaths(n)
-	chardevs := map[string]*CharDev{}
+	chardevs := map[string]discovery.CharDev{}
 	for _, c := range n.CharDevs() {
-		chardevs[c.IBDev+"/"+string(c.Kind)+"/"+strconv.Itoa(c.Port)] = &c
+		chardevs[c.IBDev+"/"+string(c.Kind)+"/"+strconv.Itoa(c.Port)] = discovery.CharDev{Name: c.Name, Major: c.Major, Minor: c.Minor}
 	}
-	var out []ExpectedPort
+	// Each port owns its devices, as in the inventory.
+	charDev := func(ibdev string, kind CharDevKind, port int) *discovery.CharDev {
+		if c, ok := chardevs[ibdev+"/"+string(kind)+"/"+strconv.Itoa(port)]; ok {
+			return &c
+		}
+		return nil
+	}
+	var out []discovery.Port
 	for _, d := range n.RDMADevices {
 		for _, port := range d.Ports {
-			e := ExpectedPort{
+			e := discovery.Port{
 				IBDev: d.Name, Port: port.Number, LinkLayer: port.LinkLayer, State: port.State,
 				PhysState: port.PhysState, Rate: port.Rate, SpeedGbps: speed(port.Rate),
+				PortGUID: portGUID(port.GIDs),
 				NodeGUID: d.NodeGUID, FWVer: d.FWVer, BoardID: d.BoardID, HCAType: d.HCAType,
 				Virtual: d.PCI == "",
-				Verbs:   chardevs[d.Name+"/"+string(CharDevVerbs)+"/0"],
-				UMAD:    chardevs[d.Name+"/"+string(CharDevUMAD)+"/"+strconv.Itoa(port.Number)],
-				ISSM:    chardevs[d.Name+"/"+string(CharDevISSM)+"/"+strconv.Itoa(port.Number)],
+				Verbs:   charDev(d.Name, CharDevVerbs, 0),
+				UMAD:    charDev(d.Name, CharDevUMAD, port.Number),
+				ISSM:    charDev(d.Name, CharDevISSM, port.Number),
 			}
 			if d.PCI != "" {
 				f := p.fns[d.PCI]
@@ -83,28 +55,39 @@ func (n *Node) ExpectedPorts() []ExpectedPort {
 			e.Netdev = n.expectedNetdev(&d, &port)
 			if nd := p.nds[e.Netdev]; nd != nil {
 				e.MTU = ptr(nd.MTU)
+				e.NetdevOperState = nd.OperState
 				e.LAG = nd.Bond || nd.Master != ""
 			}
-			if port.LinkLayer == "Ethernet" {
+			switch port.LinkLayer {
+			case discovery.LinkLayerEthernet:
 				e.GIDIndex = expectedGIDIndex(port.GIDs)
+			case discovery.LinkLayerInfiniBand:
+				e.LID, e.SMLID = ptr(int(port.LID)), ptr(int(port.SMLID))
 			}
 			out = append(out, e)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if c := natsort.Compare(out[i].IBDev, out[j].IBDev); c != 0 {
-			return c < 0
-		}
-		return out[i].Port < out[j].Port
-	})
+	discovery.SortPorts(out)
 	return out
+}
+
+// portGUID is what ibstat calls the port GUID: the interface ID (lower 64 bits) of GID 0
+// in the node GUID notation; empty when GID 0 is unset.
+func portGUID(gids []GID) string {
+	for _, g := range gids {
+		if g.Index == 0 && !g.GID.IsUnspecified() {
+			b := g.GID.As16()
+			return GUID(binary.BigEndian.Uint64(b[8:]))
+		}
+	}
+	return ""
 }
 
 func (n *Node) expectedNetdev(d *RDMADevice, port *Port) string {
 	if d.PCI == "" {
 		return d.Parent
 	}
-	if port.LinkLayer == "InfiniBand" {
+	if port.LinkLayer == discovery.LinkLayerInfiniBand {
 		for _, nd := range n.Netdevs {
 			if nd.PCI == d.PCI && nd.SubDir == "" && nd.DevPort == port.Number-1 {
 				return nd.Name

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 )
 
 // portFacts are the facts of one port a profile promises in its documentation.
@@ -92,7 +94,7 @@ func TestProfileFacts(t *testing.T) {
 			}
 			ports := n.ExpectedPorts()
 			ib, vf := 0, 0
-			byKey := map[string]ExpectedPort{}
+			byKey := map[string]discovery.Port{}
 			for _, e := range ports {
 				if e.LinkLayer == "InfiniBand" {
 					ib++

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/netattach"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
 )
@@ -164,8 +165,10 @@ func (d *Driver) reportNetwork(ctx context.Context, uid string) {
 				return ds.Pool == nd.Pool && ds.Device == nd.Device && ds.ShareID == nd.ShareID
 			})
 			if i < 0 {
+				// The network record keeps what the status needs of the port but its GID index.
+				port := discovery.Port{IBDev: nd.IBDev, Port: nd.Port, LinkLayer: nd.LinkLayer, Netdev: nd.Netdev}
 				current = append(current, DeviceStatus{Pool: nd.Pool, Device: nd.Device, ShareID: nd.ShareID,
-					Data: &DeviceData{IBDev: nd.IBDev, Port: nd.Port, LinkLayer: nd.LinkLayer, Netdev: nd.Netdev, UVerbs: nd.UVerbs}})
+					Data: newDeviceData(&port, nd.UVerbs)})
 				i = len(current) - 1
 			}
 			current[i].Network = data

@@ -20,6 +20,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/metrics"
 )
 
@@ -27,15 +28,25 @@ import (
 const ConditionReady = "Ready"
 
 // DeviceData is the driver-specific data of a prepared device in the claim's
-// status.devices[].data: what a workload or an operator needs to find the port.
+// status.devices[].data: what a workload or an operator needs to find the port. Its port
+// facts are a few of the inventory's (discovery.Port), under the same field names and
+// JSON keys (TestDeviceDataIsInventorySubset checks it), converted by newDeviceData; the
+// whole port would put some thirty facts into every claim's status.
 type DeviceData struct {
 	IBDev     string `json:"ibdev"`
 	Port      int    `json:"port"`
 	LinkLayer string `json:"link_layer,omitempty"`
 	GIDIndex  *int   `json:"gid_index,omitempty"`
 	Netdev    string `json:"netdev,omitempty"`
-	// UVerbs is the path of the port's uverbs device inside the container.
+	// UVerbs is the path of the port's uverbs device inside the container (the
+	// inventory's uverbs is the device on the host).
 	UVerbs string `json:"uverbs,omitempty"`
+}
+
+// newDeviceData is the status data of a device on port p whose uverbs device the
+// container sees at uverbs.
+func newDeviceData(p *discovery.Port, uverbs string) *DeviceData {
+	return &DeviceData{IBDev: p.IBDev, Port: p.Port, LinkLayer: p.LinkLayer, GIDIndex: p.GIDIndex, Netdev: p.Netdev, UVerbs: uverbs}
 }
 
 // ClaimRef names the claim a status is for. The UID makes the write fail instead of

@@ -23,11 +23,11 @@ func prepareStatus(prepared []checkpoint.Device, devices []cdi.ClaimDevice) []De
 	out := make([]DeviceStatus, 0, len(prepared))
 	for i, dev := range prepared {
 		port := devices[i].Port
-		data := &DeviceData{IBDev: port.IBDev, Port: port.Port, LinkLayer: port.LinkLayer, GIDIndex: port.GIDIndex, Netdev: port.Netdev}
+		uverbs := ""
 		if port.Verbs != nil {
-			data.UVerbs = path.Join("/dev/infiniband", port.Verbs.Name)
+			uverbs = path.Join("/dev/infiniband", port.Verbs.Name)
 		}
-		out = append(out, DeviceStatus{Pool: dev.Pool, Device: dev.Device, ShareID: dev.ShareID, Data: data})
+		out = append(out, DeviceStatus{Pool: dev.Pool, Device: dev.Device, ShareID: dev.ShareID, Data: newDeviceData(&port, uverbs)})
 	}
 	return out
 }

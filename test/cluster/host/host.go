@@ -6,6 +6,7 @@ package host
 import (
 	"bufio"
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -116,19 +117,48 @@ type Requirement struct {
 	Package string
 }
 
-// Requirements lists what the cluster runs from the host.
-var Requirements = []Requirement{
-	{"/usr/sbin/runc", "runc"},
-	{"/usr/lib/cni/bridge", "containernetworking-plugins"},
-	{"/usr/lib/cni/host-local", "containernetworking-plugins"},
-	{"/usr/lib/cni/loopback", "containernetworking-plugins"},
-	{"/usr/lib/cni/portmap", "containernetworking-plugins"},
-	{"/usr/sbin/iptables", "iptables"},
-	{"/usr/sbin/conntrack", "conntrack"},
-	{"/usr/sbin/ethtool", "ethtool"},
-	{"/usr/bin/socat", "socat"},
-	{"/usr/bin/nsenter", "util-linux"},
-	{"/bin/busybox", "busybox-static"},
+// packagesFile is the list of the host's packages and the files of each that the cluster
+// runs; .ci/run reads the same file.
+//
+//go:embed packages.txt
+var packagesFile string
+
+// Requirements lists what the cluster runs from the host, in the order of packages.txt.
+var Requirements = mustparseRequirements(packagesFile)
+
+// parseRequirements reads the format of packages.txt: one package a line, followed by
+// the absolute paths of its files the cluster runs; blank lines and lines starting with
+// # are skipped.
+func parseRequirements(text string) ([]Requirement, error) {
+	var out []Requirement
+	for i, line := range strings.Split(text, "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 || strings.HasPrefix(fields[0], "#") {
+			continue
+		}
+		if len(fields) < 2 {
+			return nil, fmt.Errorf("line %d: package %s names no file", i+1, fields[0])
+		}
+		for _, p := range fields[1:] {
+			if !filepath.IsAbs(p) {
+				return nil, fmt.Errorf("line %d: package %s: file %q is not an absolute path", i+1, fields[0], p)
+			}
+			out = append(out, Requirement{Path: p, Package: fields[0]})
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no packages listed")
+	}
+	return out, nil
+}
+
+// mustparseRequirements parses the embedded list, which the tests check.
+func mustparseRequirements(text string) []Requirement {
+	r, err := parseRequirements(text)
+	if err != nil {
+		panic(fmt.Sprintf("packages.txt: %v", err))
+	}
+	return r
 }
 
 // EnsurePackages installs, with apt-get, the packages of the requirements that are missing.

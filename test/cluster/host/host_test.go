@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"runtime"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -24,4 +26,85 @@ func TestDetect(t *testing.T) {
 	if f.CgroupDriver != "cgroupfs" && f.CgroupDriver != "systemd" {
 		t.Errorf("cgroup driver = %q", f.CgroupDriver)
 	}
+}
+
+func TestParseRequirements(t *testing.T) {
+	tests := []struct {
+		name    string
+		text    string
+		want    []Requirement
+		wantErr string
+	}{
+		{name: "packages with one and several files", text: "# comment\n\nrunc /usr/sbin/runc\ncni  /usr/lib/cni/bridge\t/usr/lib/cni/loopback\n",
+			want: []Requirement{{"/usr/sbin/runc", "runc"}, {"/usr/lib/cni/bridge", "cni"}, {"/usr/lib/cni/loopback", "cni"}}},
+		{name: "package without file", text: "runc /usr/sbin/runc\nsocat\n", wantErr: "line 2: package socat names no file"},
+		{name: "relative path", text: "socat bin/socat\n", wantErr: `line 1: package socat: file "bin/socat" is not an absolute path`},
+		{name: "nothing listed", text: "# only a comment\n", wantErr: "no packages listed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseRequirements(tt.text)
+			if tt.wantErr != "" {
+				if err == nil || err.Error() != tt.wantErr {
+					t.Fatalf("parseRequirements: %v, want error %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("parseRequirements = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestPackagesListedOnce: the cluster's packages come from packages.txt, which .ci/run
+// installs from and docs/local-cluster.md points to, instead of lists of their own.
+func TestPackagesListedOnce(t *testing.T) {
+	const file = "test/cluster/host/packages.txt"
+	var pkgs []string
+	for _, r := range Requirements {
+		if !slices.Contains(pkgs, r.Package) {
+			pkgs = append(pkgs, r.Package)
+		}
+	}
+	if !slices.Contains(pkgs, "runc") || !slices.Contains(pkgs, "containernetworking-plugins") {
+		t.Errorf("Requirements name the packages %v; want runc and containernetworking-plugins among them", pkgs)
+	}
+	for _, tt := range []struct{ path, hint string }{
+		{"../../../.ci/run", "install the packages of " + file},
+		{"../../../docs/local-cluster.md", "point to " + file},
+	} {
+		t.Run(tt.path, func(t *testing.T) {
+			b, err := os.ReadFile(tt.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(b), file) {
+				t.Errorf("%s does not name %s: it should %s", tt.path, file, tt.hint)
+			}
+			// A package named next to another one is a second copy of the list.
+			for _, line := range strings.Split(string(b), "\n") {
+				if n := countWords(line, pkgs); n > 1 {
+					t.Errorf("%s lists packages itself: %q", tt.path, line)
+				}
+			}
+		})
+	}
+}
+
+// countWords counts the distinct words of line, split at anything but letters, digits
+// and '-', that are in words.
+func countWords(line string, words []string) int {
+	seen := map[string]bool{}
+	for _, w := range strings.FieldsFunc(line, func(r rune) bool {
+		return !(r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+	}) {
+		if slices.Contains(words, w) {
+			seen[w] = true
+		}
+	}
+	return len(seen)
 }
