@@ -8,6 +8,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/mocknode"
 )
 
@@ -55,7 +56,7 @@ func publishedPorts(published []resourceapi.ResourceSlice) []string {
 }
 
 // profilePorts are the ports of a mock profile as publishedPorts names them, sorted.
-func profilePorts(ports []mocknode.ExpectedPort) []string {
+func profilePorts(ports []discovery.Port) []string {
 	out := make([]string, 0, len(ports))
 	for _, p := range ports {
 		out = append(out, fmt.Sprintf("%s/%d", p.IBDev, p.Port))
