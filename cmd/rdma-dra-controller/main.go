@@ -22,7 +22,7 @@ func main() {
 
 func newApp() *cli.App {
 	cfg := &controller.Config{}
-	app := cliflags.NewApp("rdma-dra-controller",
+	app := cliflags.NewApp(controller.Component,
 		"turn RdmaPools into DeviceClasses, report pool usage and validate RdmaConfig parameters", flags(cfg))
 	app.Action = func(c *cli.Context) error {
 		if err := check(cfg); err != nil {
@@ -35,8 +35,8 @@ func newApp() *cli.App {
 
 func flags(cfg *controller.Config) []cli.Flag {
 	w := &cfg.Webhook
-	return append([]cli.Flag{
-		&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig file; empty uses the in-cluster configuration", EnvVars: []string{"KUBECONFIG"}, Destination: &cfg.Kubeconfig, TakesFile: true},
+	flags := cfg.KubeClient.Flags(cliflags.KubeClient{QPS: controller.DefaultKubeAPIQPS, Burst: controller.DefaultKubeAPIBurst})
+	flags = append(flags, []cli.Flag{
 		&cli.StringFlag{Name: "driver-name", Usage: "the DRA driver name the DeviceClasses select", Value: devicemodel.DefaultDriverName, EnvVars: []string{"DRIVER_NAME"}, Destination: &cfg.DriverName},
 		&cli.StringFlag{Name: "namespace", Usage: "namespace of the Lease and the webhook certificate Secret (required)", EnvVars: []string{"POD_NAMESPACE"}, Destination: &cfg.Namespace},
 		&cli.StringFlag{Name: "identity", Usage: "this replica's name in the Lease; default the host name", EnvVars: []string{"POD_NAME"}, Destination: &cfg.Identity},
@@ -54,7 +54,8 @@ func flags(cfg *controller.Config) []cli.Flag {
 		&cli.StringFlag{Name: "webhook-secret", Usage: "Secret (in --namespace, created by the chart) that holds the self-managed certificate", EnvVars: []string{"WEBHOOK_SECRET"}, Destination: &w.SecretName},
 		&cli.StringFlag{Name: "webhook-service", Usage: "Service of the webhook; the certificate is valid for its DNS names", EnvVars: []string{"WEBHOOK_SERVICE"}, Destination: &w.ServiceName},
 		&cli.StringFlag{Name: "webhook-config", Usage: "ValidatingWebhookConfiguration whose caBundle the controller keeps", EnvVars: []string{"WEBHOOK_CONFIG"}, Destination: &w.ConfigName},
-	}, cliflags.MetricsAuthFlags(&cfg.MetricsAuth, "the controller's service account")...)
+	}...)
+	return append(flags, cliflags.MetricsAuthFlags(&cfg.MetricsAuth, "the controller's service account")...)
 }
 
 // check refuses combinations that would fail later and less clearly.
@@ -72,6 +73,9 @@ func check(cfg *controller.Config) error {
 	}
 	if cfg.Workers < 1 {
 		errs = append(errs, fmt.Errorf("--workers must be at least 1, got %d", cfg.Workers))
+	}
+	if err := cfg.KubeClient.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if err := cfg.MetricsAuth.Validate(); err != nil {
 		errs = append(errs, err)
