@@ -1,34 +1,99 @@
 package deployments
 
 import (
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/urfave/cli/v2"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 
+	"github.com/rdma-dra/rdma-dra-driver/internal/cliflags"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/health"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/plugin"
 )
 
-// pluginEnv are the environment variables the chart sets on the kubelet plugin. When
-// cmd/rdma-dra-kubeletplugin exists, TestPluginReadsEveryEnv checks each against the
-// EnvVars its flags declare; this list is what the chart promises until then.
-var pluginEnv = []string{
-	"NODE_NAME", "POD_UID", "DRIVER_NAME", "DEVICE_MODEL", "SYSFS_ROOT", "DEV_ROOT", "CDI_ROOT",
-	"KUBELET_REGISTRAR_DIRECTORY_PATH", "KUBELET_PLUGINS_DIRECTORY_PATH", "HOOK_INSTALL_DIR",
-	"HEALTHCHECK_PORT", "HEALTHCHECK_BIND_ADDRESS", "METRICS_BIND_ADDRESS", "LOG_VERBOSITY", "LOG_FORMAT", "POD_NAMESPACE", "DAEMONSET_NAME",
-	"HEALTH_POLL_INTERVAL", "TAINT_EFFECT", "MAX_REPUBLISH_PER_MINUTE", "NODE_EVENTS",
-	"DEVICE_METADATA", "DEVICE_METADATA_ROOT", "READY_FILE", "NETWORK_ATTACHMENT", "NRI_SOCKET", "RDMA_KERNEL", "NODE_IPS",
+// binaryFlags are the flags of a binary built by cliflags.NewApp from flags, as the
+// binary has them (its own and the logging flags).
+func binaryFlags(name string, flags []cli.Flag) []cliflags.FlagInfo {
+	return cliflags.Describe(cliflags.NewApp(name, "", flags).Flags)
+}
+
+// pluginChartOmits are the kubelet plugin's flags (by their environment twin) that the
+// chart does not set in its default rendering, and why. Every other flag is set: a new
+// flag fails TestKubeletPluginEnv until the chart sets it or it is listed here.
+var pluginChartOmits = map[string]string{
+	"KUBECONFIG":     "the pod's service account",
+	"KUBE_API_QPS":   "the plugin's default, the kubelet's",
+	"KUBE_API_BURST": "the plugin's default, the kubelet's",
+	// docs/kubelet-plugin.md#claim-status
+	"STATUS_API_QPS":            "the plugin's default",
+	"STATUS_API_BURST":          "the plugin's default",
+	"RESCAN_INTERVAL":           "the plugin's default",
+	"CLEANUP_INTERVAL":          "the plugin's default",
+	"HOOK_SOURCE":               "the hook next to the plugin in the image",
+	"NETLINK":                   "auto: on for the node's /sys, off for a mock node's tree",
+	"BOOT_ID_PATH":              "the kernel's",
+	"NODE_CONFIG":               "only with nodeConfig",
+	"METRICS_SECURE":            "only with metrics.secure",
+	"METRICS_TLS_CERT_FILE":     "only with metrics.secure and metrics.tls.secretName",
+	"METRICS_TLS_KEY_FILE":      "only with metrics.secure and metrics.tls.secretName",
+	"LOG_VMODULE":               "component-base's default",
+	"FEATURE_GATES":             "component-base's default",
+	"LOG_FLUSH_FREQUENCY":       "component-base's default",
+	"LOG_TEXT_SPLIT_STREAM":     "component-base's default",
+	"LOG_TEXT_INFO_BUFFER_SIZE": "component-base's default",
+	"LOG_JSON_SPLIT_STREAM":     "component-base's default",
+	"LOG_JSON_INFO_BUFFER_SIZE": "component-base's default",
+}
+
+// checkChartEnv compares the variables a container of the chart sets with the flags of
+// its binary: each variable is the first environment twin of a flag (not an alias, not
+// a name no flag reads), and every flag is set unless omits says why not.
+func checkChartEnv(t *testing.T, c corev1.Container, flags []cliflags.FlagInfo, omits map[string]string) {
+	t.Helper()
+	primary := sets.New[string]()
+	read := sets.New[string]()
+	for _, f := range flags {
+		if len(f.EnvVars) == 0 {
+			t.Errorf("flag --%s has no environment twin", f.Name)
+			continue
+		}
+		primary.Insert(f.EnvVars[0])
+		read.Insert(f.EnvVars...)
+	}
+	set := sets.New[string]()
+	for _, e := range c.Env {
+		if set.Has(e.Name) {
+			t.Errorf("env %s set twice", e.Name)
+		}
+		set.Insert(e.Name)
+		switch {
+		case !read.Has(e.Name):
+			t.Errorf("the chart sets %s but no flag of %s reads it", e.Name, c.Name)
+		case !primary.Has(e.Name):
+			t.Errorf("the chart sets %s, which is not the first environment twin of its flag", e.Name)
+		}
+	}
+	for name, why := range omits {
+		if !primary.Has(name) {
+			t.Errorf("%s is listed as left out (%s) but is no flag's environment twin", name, why)
+		}
+		if set.Has(name) {
+			t.Errorf("%s is listed as left out (%s) but the chart sets it", name, why)
+		}
+	}
+	for _, name := range sets.List(primary) {
+		if _, omitted := omits[name]; !omitted && !set.Has(name) {
+			t.Errorf("the chart does not set %s: set it or say why not in the list of flags the chart leaves out", name)
+		}
+	}
 }
 
 func pluginContainer(t *testing.T, ds *appsv1.DaemonSet) corev1.Container {
@@ -203,20 +268,13 @@ func TestKubeletPluginMounts(t *testing.T) {
 	}
 }
 
+// TestKubeletPluginEnv checks the chart's variables against the plugin's declared flags
+// (plugin.Flags), and the values of those that have defaults in the plugin.
 func TestKubeletPluginEnv(t *testing.T) {
 	for _, file := range staticFiles {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			c := pluginContainer(t, one[*appsv1.DaemonSet](t, decodeFile(t, file)))
-			got := sets.New[string]()
-			for _, e := range c.Env {
-				if got.Has(e.Name) {
-					t.Errorf("env %s set twice", e.Name)
-				}
-				got.Insert(e.Name)
-			}
-			if want := sets.New(pluginEnv...); !got.Equal(want) {
-				t.Errorf("env: missing %v, unexpected %v", sets.List(want.Difference(got)), sets.List(got.Difference(want)))
-			}
+			checkChartEnv(t, c, binaryFlags(plugin.Component, plugin.Flags(&plugin.Config{})), pluginChartOmits)
 			wantValues := map[string]string{"DRIVER_NAME": "rdma.dra.io", "CDI_ROOT": "/var/run/cdi", "DEVICE_MODEL": "auto",
 				// The chart's health values default to the plugin's own defaults.
 				"HEALTH_POLL_INTERVAL": health.DefaultPollInterval.String(), "TAINT_EFFECT": string(resourceapi.DeviceTaintEffectNoSchedule),
@@ -237,65 +295,6 @@ func TestKubeletPluginEnv(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestPluginReadsEveryEnv checks that every variable the chart sets is one the plugin's
-// flags read (EnvVars in cmd/rdma-dra-kubeletplugin and the shared internal/cliflags),
-// found by parsing their source: a renamed flag fails here instead of being ignored by
-// the plugin at run time. NODE_CONFIG is set only when the chart has a node config, the
-// METRICS_SECURE and METRICS_TLS_* variables only with metrics.secure.
-func TestPluginReadsEveryEnv(t *testing.T) {
-	dirs := []string{"../cmd/rdma-dra-kubeletplugin", "../internal/cliflags"}
-	read := sets.New[string]()
-	for _, dir := range dirs {
-		read = read.Union(envVarsIn(t, dir))
-	}
-	for _, name := range append(slices.Clone(pluginEnv), "NODE_CONFIG", "METRICS_SECURE", "METRICS_TLS_CERT_FILE", "METRICS_TLS_KEY_FILE") {
-		if !read.Has(name) {
-			t.Errorf("the chart sets %s but no flag of the plugin reads it (flags read %v)", name, sets.List(read))
-		}
-	}
-}
-
-// envVarsIn returns the string literals of every `EnvVars: []string{...}` field in the
-// non-test Go files of dir.
-func envVarsIn(t *testing.T, dir string) sets.Set[string] {
-	t.Helper()
-	fset := token.NewFileSet()
-	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := sets.New[string]()
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
-		}
-		file, err := parser.ParseFile(fset, f, nil, 0)
-		if err != nil {
-			t.Fatalf("parse %s: %v", f, err)
-		}
-		ast.Inspect(file, func(n ast.Node) bool {
-			kv, ok := n.(*ast.KeyValueExpr)
-			if !ok {
-				return true
-			}
-			if key, ok := kv.Key.(*ast.Ident); !ok || key.Name != "EnvVars" {
-				return true
-			}
-			if lit, ok := kv.Value.(*ast.CompositeLit); ok {
-				for _, e := range lit.Elts {
-					if bl, ok := e.(*ast.BasicLit); ok && bl.Kind == token.STRING {
-						if s, err := strconv.Unquote(bl.Value); err == nil {
-							out.Insert(s)
-						}
-					}
-				}
-			}
-			return true
-		})
-	}
-	return out
 }
 
 // TestRBACLeastPrivilege checks the plugin's ClusterRole rule by rule against what its

@@ -4,13 +4,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rdma-dra/rdma-dra-driver/internal/cliflags"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/controller"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/metricsauth"
 )
 
 func TestCheck(t *testing.T) {
 	valid := controller.Config{Namespace: "ns", Identity: "pod-0", LeaderElect: true, Workers: 2,
-		Webhook: controller.WebhookConfig{Address: ":9443", CertSource: controller.CertSelfManaged, SecretName: "s", ServiceName: "svc", ConfigName: "cfg"}}
+		KubeClient: cliflags.KubeClient{QPS: controller.DefaultKubeAPIQPS, Burst: controller.DefaultKubeAPIBurst},
+		Webhook:    controller.WebhookConfig{Address: ":9443", CertSource: controller.CertSelfManaged, SecretName: "s", ServiceName: "svc", ConfigName: "cfg"}}
 	tests := []struct {
 		name   string
 		mutate func(*controller.Config)
@@ -19,6 +21,8 @@ func TestCheck(t *testing.T) {
 		{"valid", func(*controller.Config) {}, ""},
 		{"no namespace", func(c *controller.Config) { c.Namespace = "" }, "--namespace is required"},
 		{"no workers", func(c *controller.Config) { c.Workers = 0 }, "--workers must be at least 1"},
+		{"zero QPS", func(c *controller.Config) { c.KubeClient.QPS = 0 }, "--kube-api-qps must be positive, got 0"},
+		{"zero burst", func(c *controller.Config) { c.KubeClient.Burst = 0 }, "--kube-api-burst must be at least 1, got 0"},
 		{"files without dir", func(c *controller.Config) { c.Webhook.CertSource = controller.CertFiles }, "--webhook-cert-dir is required"},
 		{"self-managed without names", func(c *controller.Config) { c.Webhook.SecretName = "" }, "--webhook-secret, --webhook-service and --webhook-config are required"},
 		{"unknown source", func(c *controller.Config) { c.Webhook.CertSource = "vault" }, `--webhook-cert-source must be self-managed or files, got "vault"`},

@@ -21,7 +21,7 @@ func NewApp(name, usage string, flags []cli.Flag) *cli.App {
 	cli.VersionFlag = &cli.BoolFlag{Name: "version", Usage: "print the version"}
 	// --version and a version command print the same line.
 	cli.VersionPrinter = PrintVersion
-	logging := &Logging{}
+	logging := NewLogging()
 	return &cli.App{
 		Name:    name,
 		Usage:   usage,

@@ -3,6 +3,7 @@ package cliflags
 import (
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/go-logr/logr"
 	"github.com/urfave/cli/v2"
@@ -29,23 +30,26 @@ const CLIInfoVerbosity = 2
 func NewCLI(name, usage, envPrefix string, commands []*cli.Command) *cli.App {
 	cli.VersionFlag = &cli.BoolFlag{Name: "version", Usage: "print the version"}
 	cli.VersionPrinter = PrintVersion
-	l := &Logging{}
+	l := NewLogging()
 	app := &cli.App{
 		Name:                 name,
 		Usage:                usage,
 		Version:              version.String(),
-		Flags:                l.Flags(),
+		Flags:                l.cliFlags(),
 		EnableBashCompletion: true,
 		OnUsageError:         OnUsageError,
 		Action:               CommandNotFound,
 	}
 	commands = append(commands, versionCommand(), completionCommand())
 	for _, c := range commands {
-		c.Flags = append(c.Flags, l.commandFlags()...)
+		// The logging flags once more for the command, bound to a configuration of
+		// their own: a command's defaults must not overwrite what was given before it.
+		cl := NewLogging()
+		c.Flags = append(c.Flags, cl.cliFlags()...)
 		c.OnUsageError = OnUsageError
 		before := c.Before
 		c.Before = func(ctx *cli.Context) error {
-			logger, err := l.cliLogger(ctx)
+			logger, err := l.cliLogger(ctx, cl)
 			if err != nil {
 				return err
 			}
@@ -61,49 +65,53 @@ func NewCLI(name, usage, envPrefix string, commands []*cli.Command) *cli.App {
 	return app
 }
 
-// commandFlags are the logging flags once more for a command, without destination: a
-// command's defaults must not overwrite what was given before the command.
-func (l *Logging) commandFlags() []cli.Flag {
+// cliFlags are the logging flags an operator CLI honours: -v, --logging-format and
+// --vmodule. The others configure the process-wide klog of a daemon.
+func (l *Logging) cliFlags() []cli.Flag {
 	var out []cli.Flag
 	for _, f := range l.Flags() {
-		switch f := f.(type) {
-		case *cli.IntFlag:
-			c := *f
-			c.Destination = nil
-			c.EnvVars = append([]string(nil), f.EnvVars...)
-			out = append(out, &c)
-		case *cli.StringFlag:
-			c := *f
-			c.Destination = nil
-			c.EnvVars = append([]string(nil), f.EnvVars...)
-			out = append(out, &c)
+		if slices.Contains(cliLoggingFlags, f.Names()[0]) {
+			out = append(out, f)
 		}
 	}
 	return out
 }
 
-// cliLogger builds the logger of one run from the root's values and the command's,
-// the command's winning where given.
-func (l *Logging) cliLogger(c *cli.Context) (logr.Logger, error) {
-	v, format := l.Verbosity, l.Format
+var cliLoggingFlags = []string{"v", "logging-format", "vmodule"}
+
+// cliLogger builds the logger of one run from the root's values and the command's
+// (cmd), the command's winning where given.
+func (l *Logging) cliLogger(c *cli.Context, cmd *Logging) (logr.Logger, error) {
+	merged := *l
+	cfg := *l.Config
+	merged.Config = &cfg
 	if c.IsSet("v") {
-		v = c.Int("v")
+		merged.Verbosity = cmd.Verbosity
 	}
-	if c.IsSet("log-format") {
-		format = c.String("log-format")
+	if c.IsSet("logging-format") {
+		cfg.Format = cmd.Config.Format
 	}
-	if v < 0 {
-		return logr.Logger{}, Usagef("-v must be 0 or more, got %d", v)
+	if c.IsSet("vmodule") {
+		cfg.VModule = cmd.Config.VModule
 	}
+	if cfg.Format != "text" && cfg.Format != "json" {
+		return logr.Logger{}, Usagef("--logging-format must be text or json, got %q", cfg.Format)
+	}
+	if err := merged.Validate(); err != nil {
+		return logr.Logger{}, err
+	}
+	v := merged.Verbosity
 	var logger logr.Logger
-	switch format {
+	switch cfg.Format {
 	case "text":
-		logger = textlogger.NewLogger(textlogger.NewConfig(textlogger.Verbosity(v), textlogger.Output(c.App.ErrWriter)))
-	case "json":
+		tc := textlogger.NewConfig(textlogger.Verbosity(v), textlogger.Output(c.App.ErrWriter))
+		if err := tc.VModule().Set(logsapi.VModuleConfigurationPflag(&cfg.VModule).String()); err != nil {
+			return logr.Logger{}, Usagef("--vmodule: %v", err)
+		}
+		logger = textlogger.NewLogger(tc)
+	default:
 		w := zapcore.AddSync(c.App.ErrWriter)
 		logger, _ = jsonlog.NewJSONLogger(logsapi.VerbosityLevel(v), w, w, nil)
-	default:
-		return logr.Logger{}, Usagef("--log-format must be text or json, got %q", format)
 	}
 	if v < CLIInfoVerbosity {
 		logger = logr.New(errorsOnly{logger.GetSink()})

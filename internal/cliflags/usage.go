@@ -189,21 +189,12 @@ func PrefixEnv(prefix string, flags []cli.Flag, commands []*cli.Command) {
 }
 
 func prefixFlag(prefix string, f cli.Flag) {
-	var envs []string
-	switch f := f.(type) {
-	case *cli.StringFlag:
-		envs = f.EnvVars
-	case *cli.IntFlag:
-		envs = f.EnvVars
-	case *cli.BoolFlag:
-		envs = f.EnvVars
-	case *cli.StringSliceFlag:
-		envs = f.EnvVars
-	case *cli.DurationFlag:
-		envs = f.EnvVars
-	case *cli.PathFlag:
-		envs = f.EnvVars
+	// Every flag type returns its own EnvVars slice, which is rewritten in place.
+	ev, ok := f.(interface{ GetEnvVars() []string })
+	if !ok {
+		return
 	}
+	envs := ev.GetEnvVars()
 	for i, e := range envs {
 		if !strings.HasPrefix(e, prefix) {
 			envs[i] = prefix + e

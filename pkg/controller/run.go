@@ -5,23 +5,24 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"sync/atomic"
 	"time"
 
+	"github.com/urfave/cli/v2"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 
 	v1alpha1 "github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
+	"github.com/rdma-dra/rdma-dra-driver/internal/cliflags"
+	"github.com/rdma-dra/rdma-dra-driver/internal/httpserve"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/certfile"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/metricsauth"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/webhook"
 )
@@ -34,10 +35,21 @@ const (
 	CertFiles = "files"
 )
 
+// Component names the controller in its user agent.
+const Component = "rdma-dra-controller"
+
+// DefaultKubeAPIQPS and DefaultKubeAPIBurst are the controller's client-side rate limit,
+// client-go's defaults: it reads through informers and writes a DeviceClass or a pool's
+// status now and then.
+const (
+	DefaultKubeAPIQPS   = 5
+	DefaultKubeAPIBurst = 10
+)
+
 // Config is what Run needs; cmd/rdma-dra-controller fills it from flags.
 type Config struct {
-	// Kubeconfig is a kubeconfig file; empty means in-cluster.
-	Kubeconfig string
+	// KubeClient is the API client's kubeconfig and rate limit.
+	KubeClient cliflags.KubeClient
 	// DriverName is the DRA driver's name.
 	DriverName string
 	// Namespace is where the Lease and the certificate Secret are.
@@ -77,15 +89,42 @@ type WebhookConfig struct {
 	SecretName, ServiceName, ConfigName string
 }
 
+// Flags declares the controller's flags, each with its environment twin, bound to the
+// fields of cfg; cliflags.NewApp adds the logging flags. The chart's environment is
+// checked against them (deployments).
+func Flags(cfg *Config) []cli.Flag {
+	w := &cfg.Webhook
+	flags := cfg.KubeClient.Flags(cliflags.KubeClient{QPS: DefaultKubeAPIQPS, Burst: DefaultKubeAPIBurst})
+	flags = append(flags, []cli.Flag{
+		&cli.StringFlag{Name: "driver-name", Usage: "the DRA driver name the DeviceClasses select", Value: devicemodel.DefaultDriverName, EnvVars: []string{"DRIVER_NAME"}, Destination: &cfg.DriverName},
+		&cli.StringFlag{Name: "namespace", Usage: "namespace of the Lease and the webhook certificate Secret (required)", EnvVars: []string{"POD_NAMESPACE"}, Destination: &cfg.Namespace},
+		&cli.StringFlag{Name: "identity", Usage: "this replica's name in the Lease; default the host name", EnvVars: []string{"POD_NAME"}, Destination: &cfg.Identity},
+		&cli.BoolFlag{Name: "leader-elect", Usage: "elect one active replica through a Lease", Value: true, EnvVars: []string{"LEADER_ELECT"}, Destination: &cfg.LeaderElect},
+		&cli.StringFlag{Name: "lease-name", Usage: "the Lease of the leader election", Value: "rdma-dra-controller", EnvVars: []string{"LEASE_NAME"}, Destination: &cfg.LeaseName},
+		&cli.DurationFlag{Name: "lease-duration", Usage: "how long a lease is valid", Value: 15 * time.Second, EnvVars: []string{"LEASE_DURATION"}, Destination: &cfg.LeaseDuration},
+		&cli.DurationFlag{Name: "renew-deadline", Usage: "how long the leader tries to renew before giving up", Value: 10 * time.Second, EnvVars: []string{"RENEW_DEADLINE"}, Destination: &cfg.RenewDeadline},
+		&cli.DurationFlag{Name: "retry-period", Usage: "how often candidates try to acquire the lease", Value: 2 * time.Second, EnvVars: []string{"RETRY_PERIOD"}, Destination: &cfg.RetryPeriod},
+		&cli.IntFlag{Name: "workers", Usage: "pools synced at once", Value: 2, EnvVars: []string{"WORKERS"}, Destination: &cfg.Workers},
+		&cli.StringFlag{Name: "metrics-bind-address", Usage: "listen address of /metrics, which has no authentication without --metrics-secure: the default is this pod only; :8080 lets Prometheus scrape (restrict it with a NetworkPolicy or --metrics-secure); empty disables", Value: "127.0.0.1:8080", EnvVars: []string{"METRICS_BIND_ADDRESS"}, Destination: &cfg.MetricsAddress},
+		&cli.StringFlag{Name: "health-probe-bind-address", Usage: "listen address of /healthz and /readyz for the kubelet's probes; empty disables", Value: ":8081", EnvVars: []string{"HEALTH_PROBE_BIND_ADDRESS"}, Destination: &cfg.ProbeAddress},
+		&cli.StringFlag{Name: "webhook-address", Usage: "TLS listen address of the admission webhook; empty disables", EnvVars: []string{"WEBHOOK_ADDRESS"}, Destination: &w.Address},
+		&cli.StringFlag{Name: "webhook-cert-source", Usage: "self-managed (a CA and certificate in --webhook-secret) or files (tls.crt and tls.key in --webhook-cert-dir, e.g. from cert-manager)", Value: CertSelfManaged, EnvVars: []string{"WEBHOOK_CERT_SOURCE"}, Destination: &w.CertSource},
+		&cli.StringFlag{Name: "webhook-cert-dir", Usage: "directory of tls.crt and tls.key for --webhook-cert-source=files", EnvVars: []string{"WEBHOOK_CERT_DIR"}, Destination: &w.CertDir, TakesFile: true},
+		&cli.StringFlag{Name: "webhook-secret", Usage: "Secret (in --namespace, created by the chart) that holds the self-managed certificate", EnvVars: []string{"WEBHOOK_SECRET"}, Destination: &w.SecretName},
+		&cli.StringFlag{Name: "webhook-service", Usage: "Service of the webhook; the certificate is valid for its DNS names", EnvVars: []string{"WEBHOOK_SERVICE"}, Destination: &w.ServiceName},
+		&cli.StringFlag{Name: "webhook-config", Usage: "ValidatingWebhookConfiguration whose caBundle the controller keeps", EnvVars: []string{"WEBHOOK_CONFIG"}, Destination: &w.ConfigName},
+	}...)
+	return append(flags, cliflags.MetricsAuthFlags(&cfg.MetricsAuth, "the controller's service account")...)
+}
+
 // Run runs the controller (under leader election) and the webhook (on every replica)
 // until ctx ends or leadership is lost.
 func Run(ctx context.Context, cfg Config) error {
 	logger := klog.FromContext(ctx)
-	restCfg, err := restConfig(cfg.Kubeconfig)
+	restCfg, err := cfg.KubeClient.RESTConfig(Component)
 	if err != nil {
 		return err
 	}
-	restCfg.UserAgent = "rdma-dra-controller"
 	kube, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
 		return fmt.Errorf("create client: %w", err)
@@ -104,11 +143,11 @@ func Run(ctx context.Context, cfg Config) error {
 		electionHealth = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
 	}
 	if cfg.MetricsAddress != "" {
-		srv, err := metricsServer(ctx, cfg, restCfg, metrics)
+		srv, err := httpserve.Metrics(ctx, metrics.Handler(), cfg.MetricsAuth, cfg.KubeClient, Component)
 		if err != nil {
 			return err
 		}
-		go serve(ctx, cancel, "metrics", srv, srv.TLSConfig != nil)
+		go serve(ctx, cancel, "metrics", cfg.MetricsAddress, srv)
 	}
 	if cfg.ProbeAddress != "" {
 		mux := http.NewServeMux()
@@ -129,7 +168,7 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 			_, _ = w.Write([]byte("ok"))
 		})
-		go serve(ctx, cancel, "probes", newHTTPServer(cfg.ProbeAddress, mux), false)
+		go serve(ctx, cancel, "probes", cfg.ProbeAddress, httpserve.NewServer(ctx, mux))
 	}
 	if cfg.Webhook.Address != "" {
 		if err := startWebhook(ctx, cancel, kube, cfg, &webhookReady); err != nil {
@@ -178,21 +217,6 @@ func Run(ctx context.Context, cfg Config) error {
 	return nil
 }
 
-func restConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig == "" {
-		cfg, err := rest.InClusterConfig()
-		if err != nil {
-			return nil, fmt.Errorf("in-cluster config (use --kubeconfig outside a cluster): %w", err)
-		}
-		return cfg, nil
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return nil, fmt.Errorf("load kubeconfig: %w", err)
-	}
-	return cfg, nil
-}
-
 // startWebhook sets up the certificate and serves the webhook over TLS.
 func startWebhook(ctx context.Context, cancel context.CancelCauseFunc, kube kubernetes.Interface, cfg Config, ready *atomic.Bool) error {
 	w := cfg.Webhook
@@ -232,46 +256,8 @@ func startWebhook(ctx context.Context, cancel context.CancelCauseFunc, kube kube
 		Class: classes.Get,
 	}
 	srv := webhook.NewServer(ctx, w.Address, v, &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: getCert})
-	go serve(ctx, cancel, "webhook", srv, true)
+	go serve(ctx, cancel, "webhook", w.Address, srv)
 	return nil
-}
-
-// metricsServer serves /metrics: plain HTTP, or with cfg.MetricsAuth.Secure HTTPS where
-// every request needs a bearer token that is allowed to get /metrics (pkg/metricsauth).
-func metricsServer(ctx context.Context, cfg Config, restCfg *rest.Config, m *Metrics) (*http.Server, error) {
-	var handler http.Handler = m.Handler()
-	var tlsConfig *tls.Config
-	if cfg.MetricsAuth.Secure {
-		// The reviews get a client and a rate limit of their own (metricsauth.ClientQPS):
-		// made-up tokens must not delay the reconciles.
-		reviewCfg := rest.CopyConfig(restCfg)
-		reviewCfg.QPS, reviewCfg.Burst = metricsauth.ClientQPS, metricsauth.ClientBurst
-		client, err := kubernetes.NewForConfig(reviewCfg)
-		if err != nil {
-			return nil, fmt.Errorf("create metrics review client: %w", err)
-		}
-		if handler, tlsConfig, err = cfg.MetricsAuth.Protect(ctx, client, handler); err != nil {
-			return nil, err
-		}
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", handler)
-	srv := newHTTPServer(cfg.MetricsAddress, mux)
-	srv.TLSConfig = tlsConfig
-	// Requests log through the controller's logger.
-	srv.BaseContext = func(net.Listener) context.Context { return ctx }
-	return srv, nil
-}
-
-// newHTTPServer is the server of the small metrics and probe endpoints, with
-// timeouts so that a slow client cannot hold connections open.
-func newHTTPServer(addr string, h http.Handler) *http.Server {
-	return &http.Server{
-		Addr: addr, Handler: h,
-		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
-		WriteTimeout: 30 * time.Second, IdleTimeout: 90 * time.Second,
-		MaxHeaderBytes: 16 << 10,
-	}
 }
 
 // keepCertificate ensures the self-managed certificate now and every hour after, and
@@ -294,23 +280,9 @@ func keepCertificate(ctx context.Context, m *webhook.CertManager, ready *atomic.
 	}
 }
 
-// serve runs srv until ctx ends; a server that cannot start ends the process.
-func serve(ctx context.Context, cancel context.CancelCauseFunc, name string, srv *http.Server, useTLS bool) {
-	logger := klog.FromContext(ctx).WithValues("server", name, "address", srv.Addr)
-	go func() {
-		<-ctx.Done()
-		shutdown, done := context.WithTimeout(context.Background(), 5*time.Second)
-		defer done()
-		_ = srv.Shutdown(shutdown)
-	}()
-	logger.Info("Serving")
-	var err error
-	if useTLS {
-		err = srv.ListenAndServeTLS("", "")
-	} else {
-		err = srv.ListenAndServe()
-	}
-	if err != nil && !errors.Is(err, http.ErrServerClosed) {
-		cancel(fmt.Errorf("serve %s on %s: %w", name, srv.Addr, err))
+// serve serves srv on addr until ctx ends; a server that cannot start ends the process.
+func serve(ctx context.Context, cancel context.CancelCauseFunc, name, addr string, srv *http.Server) {
+	if err := httpserve.ListenAndServe(ctx, name, addr, srv); err != nil {
+		cancel(err)
 	}
 }

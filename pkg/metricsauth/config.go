@@ -31,11 +31,6 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// KeysAndValues lists the configuration for a startup log line.
-func (c Config) KeysAndValues() []any {
-	return []any{"metricsSecure", c.Secure, "metricsTLSCertFile", c.CertFile, "metricsTLSKeyFile", c.KeyFile}
-}
-
 // Protect returns next wrapped with a Handler and the TLS configuration to serve it with,
 // or next and nil when c.Secure is false.
 func (c Config) Protect(ctx context.Context, client kubernetes.Interface, next http.Handler) (http.Handler, *tls.Config, error) {

@@ -2,13 +2,12 @@ package plugin
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
-	"time"
 
-	"k8s.io/klog/v2"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+
+	"github.com/rdma-dra/rdma-dra-driver/internal/httpserve"
 )
 
 // RegistrationReporter reports the kubelet's answer to the plugin's registration;
@@ -28,23 +27,7 @@ func ServeLiveness(ctx context.Context, address string, reg RegistrationReporter
 	if err != nil {
 		return fmt.Errorf("listen for health checks: %w", err)
 	}
-	srv := &http.Server{
-		Handler:           livenessHandler(reg),
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       5 * time.Second,
-		WriteTimeout:      5 * time.Second,
-		IdleTimeout:       30 * time.Second,
-		MaxHeaderBytes:    8 << 10,
-	}
-	go func() {
-		<-ctx.Done()
-		_ = srv.Close()
-	}()
-	klog.FromContext(ctx).Info("Serving health checks", "address", lis.Addr().String(), "path", LivenessPath)
-	if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) && ctx.Err() == nil {
-		return fmt.Errorf("serve health checks: %w", err)
-	}
-	return nil
+	return httpserve.Serve(ctx, "health checks", httpserve.NewServer(ctx, livenessHandler(reg)), lis)
 }
 
 // LivenessPath is the liveness endpoint's path.

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/klog/v2/ktesting"
 
+	"github.com/rdma-dra/rdma-dra-driver/internal/cliflags"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/metricsauth"
 )
 
@@ -90,7 +91,7 @@ func TestServeMetricsSecure(t *testing.T) {
 	}
 	addr := lis.Addr().String()
 	_ = lis.Close()
-	cfg := Config{MetricsAddress: addr, Kubeconfig: fakeReviewServer(t), MetricsAuth: metricsauth.Config{Secure: true}}
+	cfg := Config{MetricsAddress: addr, KubeClient: cliflags.KubeClient{Kubeconfig: fakeReviewServer(t), QPS: DefaultKubeAPIQPS, Burst: DefaultKubeAPIBurst}, MetricsAuth: metricsauth.Config{Secure: true}}
 	done := make(chan error, 1)
 	go func() {
 		done <- serveMetrics(ctx, cfg, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {

@@ -16,6 +16,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
+	"github.com/rdma-dra/rdma-dra-driver/internal/cliflags"
 	"github.com/rdma-dra/rdma-dra-driver/internal/testwait"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/cdi"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
@@ -358,7 +359,7 @@ func TestInstallHook(t *testing.T) {
 func TestConfigValidate(t *testing.T) {
 	good := Config{NodeName: "n", DriverName: "rdma.dra.io", RescanInterval: time.Second, CleanupInterval: time.Minute, Model: ModelAuto, HealthcheckPort: -1,
 		HealthPollInterval: time.Second, TaintEffect: resourceapi.DeviceTaintEffectNoSchedule, MaxRepublishPerMinute: 20,
-		KubeAPIQPS: DefaultKubeAPIQPS, KubeAPIBurst: DefaultKubeAPIBurst, StatusAPIQPS: DefaultStatusAPIQPS, StatusAPIBurst: DefaultStatusAPIBurst}
+		KubeClient: cliflags.KubeClient{QPS: DefaultKubeAPIQPS, Burst: DefaultKubeAPIBurst}, StatusAPIQPS: DefaultStatusAPIQPS, StatusAPIBurst: DefaultStatusAPIBurst}
 	tests := []struct {
 		name   string
 		change func(*Config)
@@ -367,14 +368,16 @@ func TestConfigValidate(t *testing.T) {
 		{name: "valid", change: func(*Config) {}},
 		{name: "no node", change: func(c *Config) { c.NodeName = "" }, want: "--node-name (NODE_NAME) is required"},
 		{name: "bad model", change: func(c *Config) { c.Model = "fancy" }, want: `unknown device model "fancy", want auto, partitionable or legacy`},
+		{name: "netlink off", change: func(c *Config) { c.Netlink = "false" }},
+		{name: "bad netlink", change: func(c *Config) { c.Netlink = "yes" }, want: `--netlink must be auto, true or false, got "yes"`},
 		{name: "zero rescan", change: func(c *Config) { c.RescanInterval = 0 }, want: "--rescan-interval must be positive, got 0s"},
 		{name: "zero poll", change: func(c *Config) { c.HealthPollInterval = 0 }, want: "--health-poll-interval must be positive, got 0s"},
 		{name: "NoExecute", change: func(c *Config) { c.TaintEffect = resourceapi.DeviceTaintEffectNoExecute }},
 		{name: "bad taint effect", change: func(c *Config) { c.TaintEffect = "PreferNoSchedule" }, want: `--taint-effect: unknown taint effect "PreferNoSchedule", want NoSchedule, NoExecute or None`},
 		{name: "no damping", change: func(c *Config) { c.MaxRepublishPerMinute = 0 }},
-		{name: "zero QPS", change: func(c *Config) { c.KubeAPIQPS = 0 }, want: "--kube-api-qps must be positive, got 0"},
-		{name: "fractional QPS", change: func(c *Config) { c.KubeAPIQPS = 0.5 }},
-		{name: "zero burst", change: func(c *Config) { c.KubeAPIBurst = 0 }, want: "--kube-api-burst must be at least 1, got 0"},
+		{name: "zero QPS", change: func(c *Config) { c.KubeClient.QPS = 0 }, want: "--kube-api-qps must be positive, got 0"},
+		{name: "fractional QPS", change: func(c *Config) { c.KubeClient.QPS = 0.5 }},
+		{name: "zero burst", change: func(c *Config) { c.KubeClient.Burst = 0 }, want: "--kube-api-burst must be at least 1, got 0"},
 		{name: "zero status QPS", change: func(c *Config) { c.StatusAPIQPS = 0 }, want: "--status-api-qps must be positive, got 0"},
 		{name: "zero status burst", change: func(c *Config) { c.StatusAPIBurst = 0 }, want: "--status-api-burst must be at least 1, got 0"},
 		{name: "damping of one", change: func(c *Config) { c.MaxRepublishPerMinute = 1 }, want: "--max-republish-per-minute: max republishes per minute must be 0 (no damping) or at least 2, got 1"},
