@@ -2,7 +2,9 @@ package discovery
 
 import (
 	"context"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rdma-dra/rdma-dra-driver/pkg/mocknode"
 )
@@ -10,7 +12,8 @@ import (
 // BenchmarkDiscoverProfile is one full scan of a mock node as `rdma-dra mock-node
 // --profile` writes it, a typical node (dgx-h100: 10 ports) and the large profile (64
 // ports and 256 VFs): the read path of pkg/sysfs on disk (lstat, readlink, open and read
-// of attribute files).
+// of attribute files). Besides wall time it reports the process's CPU time per scan
+// (cpu-ns/op), which time spent waiting for a CPU on a shared machine does not inflate.
 func BenchmarkDiscoverProfile(b *testing.B) {
 	for _, tc := range []struct {
 		profile string
@@ -28,6 +31,7 @@ func BenchmarkDiscoverProfile(b *testing.B) {
 			d := New(Options{SysfsRoot: root})
 			ctx := context.Background()
 			b.ReportAllocs()
+			cpu := cpuTime(b)
 			for b.Loop() {
 				inv, err := d.Discover(ctx)
 				if err != nil {
@@ -37,6 +41,16 @@ func BenchmarkDiscoverProfile(b *testing.B) {
 					b.Fatalf("%d ports, want %d", len(inv.Ports), tc.ports)
 				}
 			}
+			b.ReportMetric(float64(cpuTime(b)-cpu)/float64(b.N), "cpu-ns/op")
 		})
 	}
+}
+
+// cpuTime is the user and system CPU time the process has used so far.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatalf("getrusage: %v", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
