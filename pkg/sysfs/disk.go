@@ -82,6 +82,14 @@ func readFile(root, dir, base string) (string, error) {
 // pathBuf holds a NUL-terminated path for a system call. Paths of a scan are assembled
 // in one on the stack rather than as strings, which a scan would allocate twice per call
 // (once to join, once to convert for the kernel): thousands of calls per scan.
+//
+// That is why lstatMode, readLink and openNoFollow make the system calls with
+// syscall.Syscall6 and unsafe pointers into a pathBuf rather than through the string-taking
+// Statx, Readlinkat and Openat of golang.org/x/sys/unix. Measured with
+// BenchmarkDiscoverProfile (pkg/discovery; 6 interleaved runs of each, benchstat, 2 shared
+// CPUs), those wrappers make a scan of the large profile (320 ports) allocate 10.1 instead
+// of 4.8 MiB (95k instead of 58k allocations) and cost 8.8% more CPU time (122 instead of
+// 112 ms, p=0.04); on dgx-h100 (10 ports) the CPU time was within noise, the bytes doubled.
 type pathBuf [512]byte
 
 // set writes root/dir/base (dir "." and base "" are left out) and reports whether it fit
