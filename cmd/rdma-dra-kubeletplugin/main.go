@@ -4,7 +4,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -101,7 +100,8 @@ func (v *flagValues) flags() []cli.Flag {
 }
 
 // config finishes the configuration: parsed choices and the test-only failpoint, which
-// deliberately has no flag.
+// deliberately has no flag and is read from the environment only in a binary built with
+// -tags failpoint.
 func (v *flagValues) config() (plugin.Config, error) {
 	cfg := v.cfg
 	model, err := plugin.ParseModel(v.model)
@@ -129,6 +129,6 @@ func (v *flagValues) config() (plugin.Config, error) {
 			cfg.NodeIPs = append(cfg.NodeIPs, ip)
 		}
 	}
-	cfg.PrepareHoldFile = os.Getenv(plugin.PrepareHoldEnv)
+	cfg.PrepareHoldFile = plugin.PrepareHoldFile()
 	return cfg, nil
 }
