@@ -21,8 +21,9 @@ build: ## build the binaries into _output/bin
 	done
 
 .PHONY: test
-test: ## unit tests of the driver; in test/: the API server's validation of our slices, unit tests of the cluster, bench, scale and kernel-VM tools, of the e2e framework and of the demo's kind config
+test: ## unit tests of the driver (and its failpoint, built with -tags failpoint); in test/: the API server's validation of our slices, unit tests of the cluster, bench, scale and kernel-VM tools, of the e2e framework and of the demo's kind config
 	$(GO) test -count=1 ./...
+	$(GO) test -count=1 -tags failpoint -run Failpoint ./pkg/plugin/
 	cd test && $(GO) test -count=1 ./validation/... ./cluster/... ./bench/... ./scale/... ./kernel/... ./e2e/framework/... ./demo/...
 
 .PHONY: test-race
@@ -41,8 +42,9 @@ bench-micro: ## Go micro-benchmarks of discovery, the device model, CDI specs an
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/...
 
 .PHONY: lint
-lint: ## go vet and a gofmt check of both modules (with the build tags of the real-kernel tier and scheduler_perf)
+lint: ## go vet and a gofmt check of both modules (with the build tags of the failpoint, the real-kernel tier and scheduler_perf)
 	$(GO) vet ./...
+	$(GO) vet -tags failpoint ./pkg/plugin/ ./cmd/rdma-dra-kubeletplugin/
 	cd test && $(GO) vet ./... && $(GO) vet -tags e2ekernel ./kernel && $(GO) vet -tags kernelvm ./kernel/invm && $(GO) vet -tags schedperf ./scale/schedperf
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 

@@ -15,6 +15,11 @@ IMAGE_ARCHIVE := $(IMAGE_DIR)/$(notdir $(IMAGE_REPOSITORY))-$(IMAGE_TAG).oci.tar
 # The binaries are stamped like `make build` does, with the image's tag as version.
 IMAGE_LDFLAGS = $(subst Version=$(VERSION) ,Version=$(IMAGE_TAG) ,$(LDFLAGS))
 CLUSTER_IMAGE_FLAGS = -version '$(IMAGE_TAG)' -image-dir '$(IMAGE_DIR)' -image-repository '$(IMAGE_REPOSITORY)'
+# GO_TAGS are the build tags of the image's binaries: none for `make image-oci`, a release
+# image. The local cluster's image (cluster-up, cluster-install, and so e2e and demo) has
+# CLUSTER_GO_TAGS: failpoint, the test-only hooks the e2e suite drives (docs/e2e.md).
+GO_TAGS ?=
+CLUSTER_GO_TAGS ?= failpoint
 
 .PHONY: cluster-tool
 cluster-tool:
@@ -27,17 +32,18 @@ cluster-build: cluster-tool ## build the local cluster's binaries into _output/c
 
 .PHONY: image-oci
 image-oci: cluster-tool ## build the driver image as an OCI archive, no container engine: $(IMAGE_DIR)/rdma-dra-driver-$(IMAGE_TAG).oci.tar
-	$(CLUSTER_TOOL) $(CLUSTER_IMAGE_FLAGS) -ldflags '$(IMAGE_LDFLAGS)' image
+	$(CLUSTER_TOOL) $(CLUSTER_IMAGE_FLAGS) -ldflags '$(IMAGE_LDFLAGS)' -tags '$(GO_TAGS)' image
 
 .PHONY: cluster-up
 cluster-up: cluster-tool ## start the local cluster and install the driver in mock mode (root); FIXTURE=DIR for another mock node
 	$(CLUSTER_TOOL) up
 ifneq ($(SKIP_DRIVER),1)
-	@$(MAKE) --no-print-directory image-oci $(BIN_DIR)/helm
+	@$(MAKE) --no-print-directory image-oci $(BIN_DIR)/helm GO_TAGS='$(CLUSTER_GO_TAGS)'
 	$(CLUSTER_TOOL) $(CLUSTER_IMAGE_FLAGS) -helm '$(HELM)' install
 endif
 
 .PHONY: cluster-install
+cluster-install: GO_TAGS = $(CLUSTER_GO_TAGS)
 cluster-install: cluster-tool image-oci $(BIN_DIR)/helm ## (re)install the driver's chart on the running local cluster (root)
 	$(CLUSTER_TOOL) $(CLUSTER_IMAGE_FLAGS) -helm '$(HELM)' install
 

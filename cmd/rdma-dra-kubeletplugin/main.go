@@ -4,7 +4,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/urfave/cli/v2"
 
@@ -21,8 +20,9 @@ func newApp() *cli.App {
 	app := cliflags.NewApp(plugin.Component,
 		"publish a node's RDMA ports and prepare ResourceClaims for the kubelet", plugin.Flags(cfg))
 	app.Action = func(c *cli.Context) error {
-		// The test-only failpoint deliberately has no flag.
-		cfg.PrepareHoldFile = os.Getenv(plugin.PrepareHoldEnv)
+		// The test-only failpoint deliberately has no flag; it is read from the environment
+		// only in a binary built with -tags failpoint.
+		cfg.PrepareHoldFile = plugin.PrepareHoldFile()
 		return plugin.Run(c.Context, *cfg)
 	}
 	app.Commands = []*cli.Command{{

@@ -227,78 +227,16 @@ type portGroup struct {
 
 // buildPort makes the devices of one port, or reports why it cannot.
 func buildPort(p *discovery.Port, netns discovery.NetnsMode, opts Options, usedNames map[string]string) (*portGroup, []Issue) {
-	cfg := opts.Config
-	if netns == discovery.NetnsModeExclusive {
-		// In the kernel's exclusive RDMA netns mode a device is visible in one network
-		// namespace at a time, the one the plugin moves it into: one pod per port, so
-		// no shares (docs/network-attachment.md).
-		cfg.Modes = nodeconfig.ModesExclusive
-		cfg.Legacy.Mode = nodeconfig.LegacyModeExclusive
-	}
+	cfg := portConfig(opts.Config, netns)
 	key := DeviceName(p.IBDev, p.Port)
-	portID := fmt.Sprintf("%s port %d", p.IBDev, p.Port)
-	skip := func(format string, args ...any) (*portGroup, []Issue) {
-		return nil, []Issue{{IBDev: p.IBDev, Port: p.Port, Reason: fmt.Sprintf(format, args...)}}
+	plans := planDevices(key, cfg, opts.Legacy)
+	if err := reserveNames(key, plans, fmt.Sprintf("%s port %d", p.IBDev, p.Port), usedNames); err != nil {
+		return nil, []Issue{{IBDev: p.IBDev, Port: p.Port, Reason: err.Error()}}
 	}
-
-	// All names of the port, checked before anything is published: both devices of a
-	// port exist or neither does.
-	type plan struct {
-		name       string
-		mode       Mode
-		maxShares  int
-		shareIndex int
-	}
-	var plans []plan
-	switch {
-	case opts.Legacy && cfg.Legacy.Mode == nodeconfig.LegacyModeShared:
-		for k := range cfg.Legacy.Shares {
-			plans = append(plans, plan{name: LegacyShareName(key, k), mode: ModeShared, maxShares: 1, shareIndex: k})
-		}
-	case opts.Legacy:
-		plans = append(plans, plan{name: key, mode: ModeExclusive})
-	default:
-		if cfg.Modes != nodeconfig.ModesShared {
-			plans = append(plans, plan{name: key, mode: ModeExclusive})
-		}
-		if cfg.Modes != nodeconfig.ModesExclusive {
-			plans = append(plans, plan{name: SharedDeviceName(key), mode: ModeShared, maxShares: cfg.Shares})
-		}
-	}
-	useCounters := !opts.Legacy && cfg.Modes == nodeconfig.ModesBoth
-	names := []string{key} // the counter set, or the port key, must be unique too
-	for _, pl := range plans {
-		if pl.name != key {
-			names = append(names, pl.name)
-		}
-	}
-	for _, n := range names {
-		if err := ValidateDeviceName(n); err != nil {
-			return skip("%v", err)
-		}
-		if other, dup := usedNames[n]; dup {
-			return skip("device name %q is already used by %s", n, other)
-		}
-	}
-	for _, n := range names {
-		usedNames[n] = portID
-	}
-
-	in := attrInput{port: p, netns: netns}
-	var issues []Issue
-	attrsByMode := make(map[Mode]map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, 2)
-	for _, m := range []Mode{ModeExclusive, ModeShared} {
-		in.mode = m
-		attrs, omitted := portAttributes(in)
-		attrsByMode[m] = onWire(attrs, opts.DriverName)
-		if m == ModeExclusive { // the same facts for both modes: report once
-			for _, name := range sortedKeys(omitted) {
-				issues = append(issues, Issue{IBDev: p.IBDev, Port: p.Port, Attribute: name, Reason: omitted[name]})
-			}
-		}
-	}
+	attrsByMode, issues := modeAttributes(p, netns, opts.DriverName)
 	taints := portTaints(p)
 
+	useCounters := !opts.Legacy && cfg.Modes == nodeconfig.ModesBoth
 	g := &portGroup{meta: make(map[string]Device, len(plans))}
 	if useCounters {
 		g.counterSet = &resourceapi.CounterSet{
@@ -307,38 +245,137 @@ func buildPort(p *discovery.Port, netns discovery.NetnsMode, opts Options, usedN
 		}
 	}
 	for _, pl := range plans {
-		d := resourceapi.Device{
-			Name:       pl.name,
-			Attributes: maps.Clone(attrsByMode[pl.mode]), // no aliasing between devices
-			Taints:     slices.Clone(taints),
-		}
-		if useCounters {
-			d.ConsumesCounters = []resourceapi.DeviceCounterConsumption{{
-				CounterSet: key,
-				Counters:   map[string]resourceapi.Counter{Counter: {Value: apiresource.MustParse("1")}},
-			}}
-		}
-		if pl.mode == ModeShared && !opts.Legacy {
-			shares := apiresource.NewQuantity(int64(pl.maxShares), apiresource.DecimalSI)
-			d.AllowMultipleAllocations = ptr.To(true)
-			d.Capacity = map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
-				SharesCapacity: {
-					Value: *shares,
-					RequestPolicy: &resourceapi.CapacityRequestPolicy{
-						Default: apiresource.NewQuantity(1, apiresource.DecimalSI),
-						ValidRange: &resourceapi.CapacityRequestPolicyRange{
-							Min: apiresource.NewQuantity(1, apiresource.DecimalSI),
-							Max: shares,
-						},
-					},
-				},
-			}
-		}
-		g.devices = append(g.devices, d)
+		g.devices = append(g.devices, newDevice(pl, key, attrsByMode[pl.mode], taints, useCounters, opts.Legacy))
 		g.meta[pl.name] = Device{Name: pl.name, Port: *p, Mode: pl.mode, MaxShares: pl.maxShares, ShareIndex: pl.shareIndex, PortKey: key,
 			Attributes: attrsByMode[pl.mode]}
 	}
 	return g, issues
+}
+
+// portConfig is the node configuration as it applies to the ports of a node in netns mode.
+func portConfig(cfg nodeconfig.Config, netns discovery.NetnsMode) nodeconfig.Config {
+	if netns == discovery.NetnsModeExclusive {
+		// In the kernel's exclusive RDMA netns mode a device is visible in one network
+		// namespace at a time, the one the plugin moves it into: one pod per port, so
+		// no shares (docs/network-attachment.md).
+		cfg.Modes = nodeconfig.ModesExclusive
+		cfg.Legacy.Mode = nodeconfig.LegacyModeExclusive
+	}
+	return cfg
+}
+
+// devicePlan is one device a port is to be published as.
+type devicePlan struct {
+	name       string
+	mode       Mode
+	maxShares  int
+	shareIndex int
+}
+
+// planDevices returns the devices of the port whose exclusive device name is key: all
+// names of the port, so that they are checked before anything is published and both
+// devices of a port exist or neither does.
+func planDevices(key string, cfg nodeconfig.Config, legacy bool) []devicePlan {
+	var plans []devicePlan
+	switch {
+	case legacy && cfg.Legacy.Mode == nodeconfig.LegacyModeShared:
+		for k := range cfg.Legacy.Shares {
+			plans = append(plans, devicePlan{name: LegacyShareName(key, k), mode: ModeShared, maxShares: 1, shareIndex: k})
+		}
+	case legacy:
+		plans = append(plans, devicePlan{name: key, mode: ModeExclusive})
+	default:
+		if cfg.Modes != nodeconfig.ModesShared {
+			plans = append(plans, devicePlan{name: key, mode: ModeExclusive})
+		}
+		if cfg.Modes != nodeconfig.ModesExclusive {
+			plans = append(plans, devicePlan{name: SharedDeviceName(key), mode: ModeShared, maxShares: cfg.Shares})
+		}
+	}
+	return plans
+}
+
+// reserveNames checks the names of the planned devices and the port key, which names the
+// counter set and must be unique too, and records them in usedNames for portID. It
+// records nothing when one name is invalid or taken.
+func reserveNames(key string, plans []devicePlan, portID string, usedNames map[string]string) error {
+	names := []string{key}
+	for _, pl := range plans {
+		if pl.name != key {
+			names = append(names, pl.name)
+		}
+	}
+	for _, n := range names {
+		if err := ValidateDeviceName(n); err != nil {
+			return err
+		}
+		if other, dup := usedNames[n]; dup {
+			return fmt.Errorf("device name %q is already used by %s", n, other)
+		}
+	}
+	for _, n := range names {
+		usedNames[n] = portID
+	}
+	return nil
+}
+
+// modeAttributes returns the port's attributes as published in each mode, and the
+// attributes left out as issues, reported once since both modes share the facts.
+func modeAttributes(p *discovery.Port, netns discovery.NetnsMode, driverName string) (map[Mode]map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, []Issue) {
+	in := attrInput{port: p, netns: netns}
+	var issues []Issue
+	attrsByMode := make(map[Mode]map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, 2)
+	for _, m := range []Mode{ModeExclusive, ModeShared} {
+		in.mode = m
+		attrs, omitted := portAttributes(in)
+		attrsByMode[m] = onWire(attrs, driverName)
+		if m == ModeExclusive { // the same facts for both modes: report once
+			for _, name := range sortedKeys(omitted) {
+				issues = append(issues, Issue{IBDev: p.IBDev, Port: p.Port, Attribute: name, Reason: omitted[name]})
+			}
+		}
+	}
+	return attrsByMode, issues
+}
+
+// newDevice returns the API device of pl, with copies of attrs and taints so that no two
+// devices alias. With counters it consumes the port's counter set key; a shared device of
+// the default model has the shares capacity.
+func newDevice(pl devicePlan, key string, attrs map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, taints []resourceapi.DeviceTaint, useCounters, legacy bool) resourceapi.Device {
+	d := resourceapi.Device{
+		Name:       pl.name,
+		Attributes: maps.Clone(attrs), // no aliasing between devices
+		Taints:     slices.Clone(taints),
+	}
+	if useCounters {
+		d.ConsumesCounters = []resourceapi.DeviceCounterConsumption{{
+			CounterSet: key,
+			Counters:   map[string]resourceapi.Counter{Counter: {Value: apiresource.MustParse("1")}},
+		}}
+	}
+	if pl.mode == ModeShared && !legacy {
+		d.AllowMultipleAllocations = ptr.To(true)
+		d.Capacity = sharesCapacity(pl.maxShares)
+	}
+	return d
+}
+
+// sharesCapacity is the capacity of a shared device of maxShares shares: a claim takes
+// one share unless it asks for more, and at most all of them.
+func sharesCapacity(maxShares int) map[resourceapi.QualifiedName]resourceapi.DeviceCapacity {
+	shares := apiresource.NewQuantity(int64(maxShares), apiresource.DecimalSI)
+	return map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
+		SharesCapacity: {
+			Value: *shares,
+			RequestPolicy: &resourceapi.CapacityRequestPolicy{
+				Default: apiresource.NewQuantity(1, apiresource.DecimalSI),
+				ValidRange: &resourceapi.CapacityRequestPolicyRange{
+					Min: apiresource.NewQuantity(1, apiresource.DecimalSI),
+					Max: shares,
+				},
+			},
+		},
+	}
 }
 
 // portTaints taints a port that is not ACTIVE, so that it stays visible (autoscalers

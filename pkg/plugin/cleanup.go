@@ -46,10 +46,45 @@ type orphan struct {
 // A spec without an entry (the checkpoint was lost) whose claim still exists is adopted:
 // its entry is rebuilt from the claim so that overlap checks see its devices again.
 func (d *Driver) Cleanup(ctx context.Context) error {
-	logger := klog.FromContext(ctx)
-	var entries map[string]*checkpoint.Claim
-	var specs []string
 	d.claims.sweep(ctx)
+	entries, err := d.copyEntries(ctx)
+	if err != nil {
+		return err
+	}
+	// Listed after the entries were copied: a spec written meanwhile belongs to an
+	// entry that the copy missed, is taken for one without entry, and is then left
+	// alone because its claim exists or, if not, because of the grace period.
+	specs, err := d.specs.List()
+	if err != nil {
+		return fmt.Errorf("list CDI specs: %w", err)
+	}
+	orphans := d.orphanedEntries(ctx, entries)
+	unknownOrphans, adopt, err := d.sortUnknownSpecs(ctx, unknownSpecs(ctx, specs, entries))
+	if err != nil {
+		return err
+	}
+	orphans = append(orphans, unknownOrphans...)
+	d.forgetReappeared(orphans)
+	if len(orphans) == 0 && len(adopt) == 0 {
+		return nil
+	}
+
+	locks := d.lockForCleanup(ctx, orphans, adopt)
+	defer locks.release()
+	remove, err := d.removable(ctx, orphans, locks)
+	if err != nil {
+		return err
+	}
+	dropped, removedSpecs := d.removeLeftovers(ctx, remove, locks)
+	removedEntries, err := d.commitCleanup(ctx, dropped, adopt, locks)
+	d.metrics.CleanupRemoved("entry", removedEntries)
+	d.metrics.CleanupRemoved("spec", removedSpecs)
+	return err
+}
+
+// copyEntries returns a copy of the checkpoint's entries, by claim UID.
+func (d *Driver) copyEntries(ctx context.Context) (map[string]*checkpoint.Claim, error) {
+	var entries map[string]*checkpoint.Claim
 	err := d.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
 		entries = make(map[string]*checkpoint.Claim, len(cp.Claims))
 		for uid, c := range cp.Claims {
@@ -57,17 +92,14 @@ func (d *Driver) Cleanup(ctx context.Context) error {
 		}
 		return false, nil
 	})
-	if err != nil {
-		return err
-	}
-	// Listed after the entries were copied: a spec written meanwhile belongs to an
-	// entry that the copy missed, is taken for one without entry, and is then left
-	// alone because its claim exists or, if not, because of the grace period.
-	specs, err = d.specs.List()
-	if err != nil {
-		return fmt.Errorf("list CDI specs: %w", err)
-	}
+	return entries, err
+}
 
+// orphanedEntries asks the API for the claim of each entry, in UID order, and returns
+// the entries whose claim is gone or was replaced by another of the same name. A claim
+// the API cannot tell about is kept.
+func (d *Driver) orphanedEntries(ctx context.Context, entries map[string]*checkpoint.Claim) []orphan {
+	logger := klog.FromContext(ctx)
 	var orphans []orphan
 	for _, uid := range sortedKeys(entries) {
 		c := entries[uid]
@@ -79,6 +111,12 @@ func (d *Driver) Cleanup(ctx context.Context) error {
 			logger.Error(err, "Cleanup could not look up claim, keeping it", "claim", klog.KRef(c.Namespace, c.Name))
 		}
 	}
+	return orphans
+}
+
+// unknownSpecs returns the specs (by claim UID, in the order listed) that have no entry,
+// at most maxUnknownSpecsPerRun of them.
+func unknownSpecs(ctx context.Context, specs []string, entries map[string]*checkpoint.Claim) []string {
 	var unknown []string
 	for _, uid := range specs {
 		if entries[uid] == nil {
@@ -88,57 +126,75 @@ func (d *Driver) Cleanup(ctx context.Context) error {
 	if len(unknown) > maxUnknownSpecsPerRun {
 		// Bounded work per run: the rest waits for the next run (in UID order, so the
 		// same ones come first and go first once their grace is over).
-		logger.Info("More CDI specs without checkpoint entry than one cleanup run handles; the rest waits for the next run",
+		klog.FromContext(ctx).Info("More CDI specs without checkpoint entry than one cleanup run handles; the rest waits for the next run",
 			"specs", len(unknown), "thisRun", maxUnknownSpecsPerRun)
 		unknown = unknown[:maxUnknownSpecsPerRun]
 	}
-	adopt := map[string]*checkpoint.Claim{}
-	if len(unknown) > 0 {
-		// Only specs without an entry need a list of claims: their namespace and name
-		// are not known. That happens after a lost checkpoint, rarely. The list is read
-		// in pages and only the claims looked for are kept, so memory stays bounded
-		// whatever the number of claims in the cluster.
-		found, err := d.findClaims(ctx, unknown)
-		if err != nil {
-			return fmt.Errorf("list ResourceClaims: %w", err)
-		}
-		for _, uid := range unknown {
-			claim := found[uid]
-			if claim == nil || !d.allocatedHere(claim) {
-				// Gone, deallocated, or allocated again elsewhere: nothing of this node's
-				// can still use the spec.
-				orphans = append(orphans, orphan{uid: uid})
-				continue
-			}
-			entry, _, err := d.planDevices(claim)
-			if err != nil {
-				logger.Error(err, "Cannot adopt CDI spec of existing claim", "claim", klog.KObj(claim))
-				continue
-			}
-			entry.Adopted = true
-			adopt[uid] = entry
-		}
-	}
-	d.forgetReappeared(orphans)
-	if len(orphans) == 0 && len(adopt) == 0 {
-		return nil
-	}
+	return unknown
+}
 
-	// Lock the claims to change; busy ones are being prepared or unprepared right now.
-	locked := map[string]*heldClaims{}
-	gone := map[string]bool{}
-	defer func() {
-		for uid, h := range locked {
-			h.release(map[string]bool{uid: gone[uid]})
+// sortUnknownSpecs splits specs without an entry into orphans, whose claim no longer
+// uses this node, and entries to adopt, rebuilt from a claim that is still allocated here.
+func (d *Driver) sortUnknownSpecs(ctx context.Context, unknown []string) ([]orphan, map[string]*checkpoint.Claim, error) {
+	adopt := map[string]*checkpoint.Claim{}
+	if len(unknown) == 0 {
+		return nil, adopt, nil
+	}
+	// Only specs without an entry need a list of claims: their namespace and name are not
+	// known. That happens after a lost checkpoint, rarely. The list is read in pages and
+	// only the claims looked for are kept, so memory stays bounded whatever the number of
+	// claims in the cluster.
+	found, err := d.findClaims(ctx, unknown)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list ResourceClaims: %w", err)
+	}
+	var orphans []orphan
+	for _, uid := range unknown {
+		claim := found[uid]
+		if claim == nil || !d.allocatedHere(claim) {
+			// Gone, deallocated, or allocated again elsewhere: nothing of this node's can
+			// still use the spec.
+			orphans = append(orphans, orphan{uid: uid})
+			continue
 		}
-	}()
-	tryLock := func(uid string) bool {
-		if locked[uid] == nil {
+		entry, _, err := d.planDevices(claim)
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Cannot adopt CDI spec of existing claim", "claim", klog.KObj(claim))
+			continue
+		}
+		entry.Adopted = true
+		adopt[uid] = entry
+	}
+	return orphans, adopt, nil
+}
+
+// cleanupLocks are the claim locks one cleanup run holds, and which of their claims it
+// removed, whose lock files go with the release.
+type cleanupLocks struct {
+	held map[string]*heldClaims
+	gone map[string]bool
+}
+
+// holds reports whether the run holds the lock of claim uid.
+func (l *cleanupLocks) holds(uid string) bool { return l.held[uid] != nil }
+
+// release unlocks every claim the run holds.
+func (l *cleanupLocks) release() {
+	for uid, h := range l.held {
+		h.release(map[string]bool{uid: l.gone[uid]})
+	}
+}
+
+// lockForCleanup locks the claims to change without waiting; busy ones are being prepared
+// or unprepared right now and are left out.
+func (d *Driver) lockForCleanup(ctx context.Context, orphans []orphan, adopt map[string]*checkpoint.Claim) *cleanupLocks {
+	l := &cleanupLocks{held: map[string]*heldClaims{}, gone: map[string]bool{}}
+	tryLock := func(uid string) {
+		if l.held[uid] == nil {
 			if h := d.claims.tryLock(ctx, uid); h != nil {
-				locked[uid] = h
+				l.held[uid] = h
 			}
 		}
-		return locked[uid] != nil
 	}
 	for _, o := range orphans {
 		tryLock(o.uid)
@@ -146,42 +202,42 @@ func (d *Driver) Cleanup(ctx context.Context) error {
 	for uid := range adopt {
 		tryLock(uid)
 	}
-	// With the claims locked their entries cannot change, so what is decided here
-	// still holds when the specs are removed and the entries dropped below.
+	return l
+}
+
+// removable returns the orphans to remove now: locked, unchanged since the API was asked,
+// and gone for longer than the grace period. With the claims locked their entries cannot
+// change, so what is decided here still holds when the specs are removed and the entries
+// dropped.
+func (d *Driver) removable(ctx context.Context, orphans []orphan, locks *cleanupLocks) ([]orphan, error) {
 	var remove []orphan
-	err = d.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
+	err := d.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
 		remove = remove[:0]
 		now := d.clock.Now()
 		for _, o := range orphans {
-			if locked[o.uid] == nil || !sameEntry(cp.Claims[o.uid], o.entry) || !d.graceOver(o, now) {
+			if !locks.holds(o.uid) || !sameEntry(cp.Claims[o.uid], o.entry) || !d.graceOver(o, now) {
 				continue // a prepare or unprepare got there first, or not long enough gone
 			}
 			remove = append(remove, o)
 		}
 		return false, nil
 	})
-	if err != nil {
-		return err
-	}
-	removedEntries, removedSpecs := 0, 0
-	var dropped []string
+	return remove, err
+}
+
+// removeLeftovers removes the CDI spec, device metadata and attachment marks of each
+// orphan. It returns the UIDs whose checkpoint entry is to be dropped (those whose spec
+// is gone) and how many specs it removed.
+func (d *Driver) removeLeftovers(ctx context.Context, remove []orphan, locks *cleanupLocks) (dropped []string, removedSpecs int) {
+	logger := klog.FromContext(ctx)
 	for _, o := range remove {
 		if err := d.specs.Remove(ctx, o.uid); err != nil {
 			logger.Error(err, "Cleanup could not remove CDI spec", "claimUID", o.uid)
 			continue
 		}
 		removedSpecs++
-		var ns, name string
-		if o.entry != nil {
-			ns, name = o.entry.Namespace, o.entry.Name
-		}
-		if err := d.metadataFiles.removeClaim(o.uid, ns, name); err != nil {
-			logger.Error(err, "Cleanup could not remove the device metadata of a deleted claim", "claimUID", o.uid)
-		}
-		if err := d.net.unmarkClaim(o.uid); err != nil {
-			logger.Error(err, "Cleanup could not remove the attachment marks of a deleted claim", "claimUID", o.uid)
-		}
-		gone[o.uid] = true
+		d.removeClaimFiles(ctx, o)
+		locks.gone[o.uid] = true
 		if o.entry != nil {
 			dropped = append(dropped, o.uid)
 		}
@@ -190,7 +246,31 @@ func (d *Driver) Cleanup(ctx context.Context) error {
 		d.cleanupMu.Unlock()
 		logger.Info("Removed leftovers of a deleted claim", "claimUID", o.uid, "hadEntry", o.entry != nil)
 	}
-	err = d.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
+	return dropped, removedSpecs
+}
+
+// removeClaimFiles removes the device metadata and the attachment marks of an orphan
+// whose spec is gone; a failure is logged and does not stop the removal.
+func (d *Driver) removeClaimFiles(ctx context.Context, o orphan) {
+	logger := klog.FromContext(ctx)
+	var ns, name string
+	if o.entry != nil {
+		ns, name = o.entry.Namespace, o.entry.Name
+	}
+	if err := d.metadataFiles.removeClaim(o.uid, ns, name); err != nil {
+		logger.Error(err, "Cleanup could not remove the device metadata of a deleted claim", "claimUID", o.uid)
+	}
+	if err := d.net.unmarkClaim(o.uid); err != nil {
+		logger.Error(err, "Cleanup could not remove the attachment marks of a deleted claim", "claimUID", o.uid)
+	}
+}
+
+// commitCleanup drops the entries of removed claims and adds the adopted entries of the
+// claims the run holds that still have none. It returns how many entries it dropped.
+func (d *Driver) commitCleanup(ctx context.Context, dropped []string, adopt map[string]*checkpoint.Claim, locks *cleanupLocks) (int, error) {
+	logger := klog.FromContext(ctx)
+	removedEntries := 0
+	err := d.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
 		changed := false
 		removedEntries = 0
 		for _, uid := range dropped {
@@ -201,7 +281,7 @@ func (d *Driver) Cleanup(ctx context.Context) error {
 			}
 		}
 		for uid, entry := range adopt {
-			if locked[uid] == nil || cp.Claims[uid] != nil {
+			if !locks.holds(uid) || cp.Claims[uid] != nil {
 				continue
 			}
 			entry.UpdatedAt = d.now()
@@ -211,9 +291,7 @@ func (d *Driver) Cleanup(ctx context.Context) error {
 		}
 		return changed, nil
 	})
-	d.metrics.CleanupRemoved("entry", removedEntries)
-	d.metrics.CleanupRemoved("spec", removedSpecs)
-	return err
+	return removedEntries, err
 }
 
 // findClaims returns the claims among uids that exist, by UID. It lists the claims of the

@@ -1,3 +1,9 @@
+//go:build failpoint
+
+// The test-only prepare failpoint, in binaries built with -tags failpoint only: the image
+// the end-to-end suite runs (GO_TAGS=failpoint, as make cluster-up sets it). Release
+// builds get the no-op stubs of failpoint_off.go instead.
+
 package plugin
 
 import (
@@ -15,6 +21,11 @@ import (
 // a path and a file exists there, prepare stops right after recording its claims as
 // PrepareStarted and waits until the file is removed or the process dies.
 const PrepareHoldEnv = "RDMA_DRA_TEST_PREPARE_HOLD"
+
+// PrepareHoldFile returns the hold file PrepareHoldEnv names, for Config.PrepareHoldFile.
+func PrepareHoldFile() string {
+	return os.Getenv(PrepareHoldEnv)
+}
 
 // Failpoint is the test-only prepare hold; a nil *Failpoint is off.
 type Failpoint struct {

@@ -11,7 +11,8 @@ import (
 	"github.com/rdma-dra/rdma-dra-driver/test/e2e/framework"
 )
 
-// holdEnv is the plugin's test failpoint (docs/kubelet-plugin.md, "Test failpoint").
+// holdEnv is the plugin's test failpoint (docs/kubelet-plugin.md, "Test failpoint"), in
+// plugins built with -tags failpoint only, as make cluster-up builds the suite's image.
 const holdEnv = "RDMA_DRA_TEST_PREPARE_HOLD"
 
 // TestPluginKilledDuringPrepare kills the plugin with SIGKILL after it saved PrepareStarted
@@ -60,7 +61,11 @@ func TestPluginKilledDuringPrepare(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if e := cp[uid]; e.Phase != "PrepareStarted" {
+		switch e := cp[uid]; e.Phase {
+		case "PrepareStarted":
+		case "PrepareCompleted":
+			return fmt.Errorf("claim %s was prepared without a hold: is the plugin built with -tags failpoint (make cluster-up's GO_TAGS=failpoint)?", uid)
+		default:
 			return fmt.Errorf("entry of claim %s: %+v", uid, e)
 		}
 		return nil

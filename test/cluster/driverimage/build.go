@@ -26,6 +26,9 @@ type Options struct {
 	Version string
 	// LDFlags are the linker flags, the same as the Makefile's (version stamping).
 	LDFlags string
+	// Tags are the build tags of the binaries, comma-separated (go build -tags): none for
+	// a release image; the local cluster's has failpoint, the e2e suite's test hooks.
+	Tags string
 	// Repository is the image name without tag; DefaultRepository when empty.
 	Repository string
 	// OutDir receives the binaries (OutDir/bin-<version>/) and the archive.
@@ -95,8 +98,7 @@ func Build(ctx context.Context, o Options) (string, error) {
 		hostPaths[b.Path] = filepath.Join(binDir, path.Base(b.Package))
 	}
 	// One go build for all main packages shares the compilation of common packages.
-	args := append([]string{"build", "-trimpath", "-ldflags", o.LDFlags, "-o", binDir + "/"}, pkgs...)
-	cmd := exec.CommandContext(ctx, o.Go, args...)
+	cmd := exec.CommandContext(ctx, o.Go, goBuildArgs(o, binDir, pkgs)...)
 	cmd.Dir = src
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -113,6 +115,11 @@ func Build(ctx context.Context, o Options) (string, error) {
 		_ = os.RemoveAll(src)
 	}
 	return o.ArchivePath(), nil
+}
+
+// goBuildArgs are the arguments of the one go build of the packages pkgs into binDir.
+func goBuildArgs(o Options, binDir string, pkgs []string) []string {
+	return append([]string{"build", "-trimpath", "-tags", o.Tags, "-ldflags", o.LDFlags, "-o", binDir + "/"}, pkgs...)
 }
 
 // snapshot extracts the files of o.SourceRef into OutDir/src-<version> and returns it.
