@@ -3,14 +3,14 @@ package driverimage
 import (
 	"archive/tar"
 	"bytes"
-	"compress/gzip"
-	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/rdma-dra/rdma-dra-driver/test/cluster/ociimage"
 )
@@ -194,38 +194,38 @@ func readRepoLayout(t *testing.T) Layout {
 }
 
 // readImage returns the config and the layer's members (name -> mode) of an archive.
-func readImage(t *testing.T, archive []byte) (ociimage.Config, map[string]int64) {
+func readImage(t *testing.T, archive []byte) (*v1.ConfigFile, map[string]int64) {
 	t.Helper()
-	files := map[string][]byte{}
-	tr := tar.NewReader(bytes.NewReader(archive))
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(tr)
-		files[h.Name] = b
-	}
-	blob := func(d string) []byte { return files["blobs/"+strings.Replace(d, ":", "/", 1)] }
-	var idx ociimage.Index
-	var man ociimage.Manifest
-	var cfg ociimage.Config
-	if err := json.Unmarshal(files["index.json"], &idx); err != nil || len(idx.Manifests) != 1 {
-		t.Fatalf("index.json: %v %+v", err, idx)
-	}
-	if err := json.Unmarshal(blob(idx.Manifests[0].Digest), &man); err != nil {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "img.tar")
+	if err := os.WriteFile(path, archive, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal(blob(man.Config.Digest), &cfg); err != nil {
-		t.Fatal(err)
-	}
-	zr, err := gzip.NewReader(bytes.NewReader(blob(man.Layers[0].Digest)))
+	idx, err := ociimage.ReadArchive(path, filepath.Join(dir, "layout"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	im, err := idx.IndexManifest()
+	if err != nil || len(im.Manifests) != 1 {
+		t.Fatalf("index.json: %v %+v", err, im)
+	}
+	img, err := idx.Image(im.Manifests[0].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	layers, err := img.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := layers[0].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zr.Close()
 	members := map[string]int64{}
 	lr := tar.NewReader(zr)
 	for {
