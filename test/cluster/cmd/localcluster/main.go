@@ -49,6 +49,7 @@ func main() {
 	var d driverFlags
 	flag.StringVar(&d.version, "version", os.Getenv("VERSION"), "image: tag and stamped version of the driver image (env VERSION)")
 	flag.StringVar(&d.ldflags, "ldflags", os.Getenv("LDFLAGS"), "image: go linker flags, the Makefile's (env LDFLAGS)")
+	flag.StringVar(&d.revision, "revision", os.Getenv("GIT_COMMIT"), "image: git commit of the image's revision label (env GIT_COMMIT)")
 	flag.StringVar(&d.outDir, "image-dir", envOr("IMAGE_DIR", "_output/images"), "image: output directory of binaries and archive (env IMAGE_DIR)")
 	flag.StringVar(&d.repository, "image-repository", envOr("IMAGE_REPOSITORY", driverimage.DefaultRepository), "image/install: image name without tag (env IMAGE_REPOSITORY)")
 	flag.StringVar(&d.sourceRef, "image-source", os.Getenv("IMAGE_SOURCE"), "image: build this git revision (e.g. HEAD) instead of the working tree (env IMAGE_SOURCE)")
