@@ -12,8 +12,10 @@ IMAGE_TAG ?= $(if $(IMAGE_SOURCE),$(shell git rev-parse --short $(IMAGE_SOURCE) 
 IMAGE_DIR ?= _output/images
 IMAGE_REPOSITORY ?= localhost/rdma-dra-driver
 IMAGE_ARCHIVE := $(IMAGE_DIR)/$(notdir $(IMAGE_REPOSITORY))-$(IMAGE_TAG).oci.tar
-# The binaries are stamped like `make build` does, with the image's tag as version.
+# The binaries are stamped like `make build` does, with the image's tag as version; the
+# revision label is the commit built.
 IMAGE_LDFLAGS = $(subst Version=$(VERSION) ,Version=$(IMAGE_TAG) ,$(LDFLAGS))
+IMAGE_REVISION = $(if $(IMAGE_SOURCE),$(IMAGE_TAG),$(GIT_COMMIT))
 CLUSTER_IMAGE_FLAGS = -version '$(IMAGE_TAG)' -image-dir '$(IMAGE_DIR)' -image-repository '$(IMAGE_REPOSITORY)'
 # GO_TAGS are the build tags of the image's binaries: none for `make image-oci`, a release
 # image. The local cluster's image (cluster-up, cluster-install, and so e2e and demo) has
@@ -32,7 +34,7 @@ cluster-build: cluster-tool ## build the local cluster's binaries into _output/c
 
 .PHONY: image-oci
 image-oci: cluster-tool ## build the driver image as an OCI archive, no container engine: $(IMAGE_DIR)/rdma-dra-driver-$(IMAGE_TAG).oci.tar
-	$(CLUSTER_TOOL) $(CLUSTER_IMAGE_FLAGS) -ldflags '$(IMAGE_LDFLAGS)' -tags '$(GO_TAGS)' image
+	$(CLUSTER_TOOL) $(CLUSTER_IMAGE_FLAGS) -ldflags '$(IMAGE_LDFLAGS)' -revision '$(IMAGE_REVISION)' -tags '$(GO_TAGS)' image
 
 .PHONY: cluster-up
 cluster-up: cluster-tool ## start the local cluster and install the driver in mock mode (root); FIXTURE=DIR for another mock node

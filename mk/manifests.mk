@@ -42,7 +42,3 @@ manifests-check: $(HELM_DEP) $(filter $(BIN_DIR)/helm-docs,$(HELM_DOCS)) ## helm
 	  fi
 	@$(HELM_DOCS) $(HELM_DOCS_ARGS) --dry-run | diff -u $(CHART_DIR)/README.md - || { \
 	  echo "$(CHART_DIR)/README.md is stale: run make manifests and commit the result" >&2; exit 1; }
-
-.PHONY: image-layout
-image-layout: ## print the image's final-stage file layout (from the Containerfile)
-	@sed -n '/^# Final-stage layout/,/^# User /p' Containerfile | sed -e 's/^# \{0,1\}//'

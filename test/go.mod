@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/cavaliergopher/cpio v1.0.1
 	github.com/google/go-cmp v0.7.0
+	github.com/google/go-containerregistry v0.21.7
 	github.com/opencontainers/runtime-spec v1.3.0
 	github.com/rdma-dra/rdma-dra-driver v0.0.0-00010101000000-000000000000
 	github.com/vishvananda/netlink v1.3.1
@@ -104,6 +105,7 @@ require (
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/jonboulle/clockwork v0.5.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
+	github.com/klauspost/compress v1.19.0 // indirect
 	github.com/knqyf263/go-plugin v0.9.0 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/liggitt/tabwriter v0.0.0-20181228230101-89fcab3d43de // indirect

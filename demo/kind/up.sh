@@ -47,9 +47,8 @@ mkdir -p "$mock_dir"
 $sudo "$bin/rdma-dra" mock-node --profile "$profile" --out "$mock_dir" --mknod --force
 
 log "building the images"
-"$tool" build -f Containerfile -t "$image_repo:$image_tag" \
-	--build-arg VERSION="$(git describe --tags --always --dirty 2>/dev/null || echo dev)" \
-	--build-arg GIT_COMMIT="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" .
+# The driver image for this machine's platform only, a plain image that kind can load.
+make image ENGINE="$tool" IMAGE="$image_repo:$image_tag" PLATFORMS="linux/$(go env GOARCH)"
 # The demo workloads only need sh, env, grep, ls and sleep.
 "$tool" pull docker.io/library/busybox:stable
 "$tool" tag docker.io/library/busybox:stable "$toolbox"

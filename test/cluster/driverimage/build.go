@@ -8,7 +8,10 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/rdma-dra/rdma-dra-driver/test/cluster/ociimage"
 )
@@ -18,12 +21,15 @@ const DefaultRepository = "localhost/rdma-dra-driver"
 
 // Options says what to build.
 type Options struct {
-	// Repo is the repository root (it holds the Containerfile and cmd/).
+	// Repo is the repository root (it holds cmd/).
 	Repo string
 	// Go is the go command.
 	Go string
-	// Version is the image tag and the version stamped into the binaries.
+	// Version is the image tag and the version stamped into the binaries and the labels.
 	Version string
+	// Revision is the git commit of the revision label; "unknown" when empty, as in the
+	// Containerfile.
+	Revision string
 	// LDFlags are the linker flags, the same as the Makefile's (version stamping).
 	LDFlags string
 	// Tags are the build tags of the binaries, comma-separated (go build -tags): none for
@@ -60,8 +66,10 @@ func (o Options) ArchivePath() string {
 // validTag is the OCI distribution spec's tag grammar.
 var validTag = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
 
-// Build compiles the binaries of the layout (CGO off, static) and writes the image archive.
-// It returns the archive's path.
+// Build compiles the binaries of Files for this machine's architecture (CGO off, static)
+// and writes the image archive: the stand-in base with the binaries, config and labels of
+// the declaration on top. The declaration is this package's, also when SourceRef builds
+// another revision's tree. It returns the archive's path.
 func Build(ctx context.Context, o Options) (string, error) {
 	if !validTag.MatchString(o.Version) {
 		return "", fmt.Errorf("version %q is not a valid image tag", o.Version)
@@ -72,49 +80,43 @@ func Build(ctx context.Context, o Options) (string, error) {
 		if src, err = snapshot(ctx, o); err != nil {
 			return "", err
 		}
+		defer os.RemoveAll(src)
 	}
-	text, err := os.ReadFile(filepath.Join(src, "Containerfile"))
-	if err != nil {
-		return "", fmt.Errorf("read Containerfile: %w", err)
-	}
-	layout, err := ParseContainerfile(string(text))
-	if err != nil {
-		return "", err
-	}
+	arch := runtime.GOARCH
 	binDir := filepath.Join(o.OutDir, "bin-"+o.Version)
-	if err := os.MkdirAll(binDir, 0o755); err != nil {
-		return "", fmt.Errorf("create %s: %w", binDir, err)
+	if err := compile(ctx, o, src, arch, binDir); err != nil {
+		return "", err
 	}
-	var pkgs []string
-	hostPaths := map[string]string{}
-	for _, b := range layout.Binaries {
-		if _, err := os.Stat(filepath.Join(src, b.Package)); err != nil {
-			if b.Optional {
-				continue
-			}
-			return "", fmt.Errorf("binary %s: package %s missing: %w", b.Path, b.Package, err)
-		}
-		pkgs = append(pkgs, "./"+b.Package)
-		hostPaths[b.Path] = filepath.Join(binDir, path.Base(b.Package))
-	}
-	// One go build for all main packages shares the compilation of common packages.
-	cmd := exec.CommandContext(ctx, o.Go, goBuildArgs(o, binDir, pkgs)...)
-	cmd.Dir = src
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build %s: %w\n%s", strings.Join(pkgs, " "), err, out)
-	}
-	img, err := Image(layout, o.Ref(), o.Version, hostPaths)
+	img, err := Image(arch, o.Version, o.Revision, binDir)
 	if err != nil {
 		return "", err
 	}
-	if err := ociimage.WriteArchiveFile(o.ArchivePath(), img); err != nil {
+	if err := ociimage.WriteFile(o.ArchivePath(), o.Ref(), img); err != nil {
 		return "", fmt.Errorf("write %s: %w", o.ArchivePath(), err)
 	}
-	if o.SourceRef != "" {
-		_ = os.RemoveAll(src)
-	}
 	return o.ArchivePath(), nil
+}
+
+// compile builds the main packages of Files in src for linux/arch into binDir, each named
+// File.Name, in one go build so that their common packages compile once.
+func compile(ctx context.Context, o Options, src, arch, binDir string) error {
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", binDir, err)
+	}
+	var pkgs []string
+	for _, f := range Files {
+		if _, err := os.Stat(filepath.Join(src, f.Package)); err != nil {
+			return fmt.Errorf("binary %s: package %s missing: %w", f.Path, f.Package, err)
+		}
+		pkgs = append(pkgs, "./"+f.Package)
+	}
+	cmd := exec.CommandContext(ctx, o.Go, goBuildArgs(o, binDir, pkgs)...)
+	cmd.Dir = src
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %w\n%s", strings.Join(pkgs, " "), err, out)
+	}
+	return nil
 }
 
 // goBuildArgs are the arguments of the one go build of the packages pkgs into binDir.
@@ -138,74 +140,33 @@ func snapshot(ctx context.Context, o Options) (string, error) {
 	return dir, nil
 }
 
-// Image returns the image of layout: each binary from hostPaths (image path -> host
-// file; a binary without an entry must be optional), the base image's files generated
-// here, and the config of the Containerfile.
-func Image(layout Layout, ref, version string, hostPaths map[string]string) (ociimage.Image, error) {
-	var files []ociimage.File
-	for _, b := range layout.Binaries {
-		hp, ok := hostPaths[b.Path]
-		if !ok {
-			if b.Optional {
-				continue
-			}
-			return ociimage.Image{}, fmt.Errorf("no host file for %s", b.Path)
-		}
-		if b.Owner != "0:0" {
-			// ociimage writes every entry owned by root, as the Containerfile does today.
-			return ociimage.Image{}, fmt.Errorf("%s: owner %s is not supported, only 0:0", b.Path, b.Owner)
-		}
-		files = append(files, ociimage.File{Path: b.Path, HostPath: hp, Mode: b.Mode})
+// Image returns the driver image of one architecture: BaseImage with each of Files read
+// from binDir/<File.Name>, Config, and Labels of version and revision.
+func Image(arch, version, revision, binDir string) (v1.Image, error) {
+	base, err := BaseImage(arch)
+	if err != nil {
+		return nil, err
 	}
-	for _, f := range layout.Base {
-		bf, err := baseFile(f)
-		if err != nil {
-			return ociimage.Image{}, err
-		}
-		files = append(files, bf)
+	if revision == "" {
+		revision = "unknown"
 	}
-	return ociimage.Image{
-		Name:       ref,
-		Files:      files,
-		Entrypoint: layout.Entrypoint,
-		Cmd:        layout.Cmd,
-		WorkingDir: layout.WorkingDir,
-		User:       layout.User,
-		Env:        []string{"PATH=/usr/local/bin:/usr/bin:/bin"},
-		Labels: map[string]string{
-			"org.opencontainers.image.title":   "rdma-dra-driver",
-			"org.opencontainers.image.source":  "https://github.com/rdma-dra/rdma-dra-driver",
-			"org.opencontainers.image.version": version,
-		},
-	}, nil
-}
-
-// hostCABundle is copied in for /etc/ssl/certs/ca-certificates.crt when present.
-var hostCABundle = "/etc/ssl/certs/ca-certificates.crt"
-
-// baseFile stands in for a file of the distroless static base.
-func baseFile(f BaseFile) (ociimage.File, error) {
-	switch f.Path {
-	case "/tmp":
-		return ociimage.File{Path: f.Path, Dir: true, Mode: orMode(f.Mode, 0o1777)}, nil
-	case "/etc/passwd":
-		return ociimage.File{Path: f.Path, Mode: 0o644, Content: []byte(
-			"root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")}, nil
-	case "/etc/group":
-		return ociimage.File{Path: f.Path, Mode: 0o644, Content: []byte("root:x:0:\nnogroup:x:65534:\nnonroot:x:65532:\n")}, nil
-	case "/etc/ssl/certs/ca-certificates.crt":
-		if _, err := os.Stat(hostCABundle); err == nil {
-			return ociimage.File{Path: f.Path, HostPath: hostCABundle, Mode: 0o644}, nil
-		}
-		return ociimage.File{Path: f.Path, Content: []byte{}, Mode: 0o644}, nil
-	default:
-		return ociimage.File{}, fmt.Errorf("base file %s: no stand-in known; teach driverimage.baseFile", f.Path)
+	files := make([]ociimage.File, 0, len(Files))
+	for _, f := range Files {
+		files = append(files, ociimage.File{Path: f.Path, HostPath: filepath.Join(binDir, f.Name()), Mode: f.Mode, UID: f.UID, GID: f.GID})
 	}
-}
-
-func orMode(m, def os.FileMode) os.FileMode {
-	if m == 0 {
-		return def
+	img, err := ociimage.Build(ociimage.Image{
+		Name:         "driver image " + version,
+		Base:         base,
+		Files:        files,
+		Entrypoint:   Config.Entrypoint,
+		Cmd:          Config.Cmd,
+		User:         Config.User,
+		WorkingDir:   Config.WorkingDir,
+		Labels:       Labels(version, revision),
+		Architecture: arch,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("build the driver image: %w", err)
 	}
-	return m
+	return img, nil
 }

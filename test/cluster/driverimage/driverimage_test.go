@@ -1,72 +1,125 @@
 package driverimage
 
 import (
-	"archive/tar"
-	"bytes"
-	"compress/gzip"
-	"encoding/json"
-	"io"
+	"flag"
+	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/rdma-dra/rdma-dra-driver/test/cluster/ociimage"
 )
 
-// repoContainerfile is the repository's Containerfile, the one source of the layout.
-const repoContainerfile = "../../../Containerfile"
+// repoRoot is the repository root, seen from this package.
+const repoRoot = "../../.."
 
-func TestParseContainerfile(t *testing.T) {
-	const header = `# Image.
-#
-# Final-stage layout. Some words:
-#
-#   path                 mode  owner  from
-#   /usr/bin/a           0755  0:0    cmd/a
-#   /usr/bin/b           0750  0:0    cmd/b (a note that
-#                                     goes on)
-#   /usr/bin/c           0755  0:0    cmd/c, only if present
-#   /etc/passwd, /tmp (1777)
-#                                     from the base
-#
-# Config: Entrypoint none, Cmd ["/usr/bin/a", "-v"], WorkingDir "/",
-# User "0:0". More words.
-#
-# Build: podman build
+var update = flag.Bool("update", false, "rewrite the Containerfile's generated final stage from Files, Config and Labels")
 
-FROM scratch
-# /usr/bin/z 0755 0:0 cmd/z is after the header and ignored
-`
+// TestContainerfile checks that the repository's Containerfile ends in the stage written
+// from the declaration; -update rewrites it.
+func TestContainerfile(t *testing.T) {
+	name := filepath.Join(repoRoot, "Containerfile")
+	text, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := RewriteContainerfile(string(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *update {
+		if err := os.WriteFile(name, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if diff := cmp.Diff(want, string(text)); diff != "" {
+		t.Errorf("the Containerfile's generated stage is stale (-want +got); run: cd test && go test ./cluster/driverimage -run TestContainerfile -update\n%s", diff)
+	}
+}
+
+func TestStage(t *testing.T) {
+	cfg := RuntimeConfig{Cmd: []string{"/usr/bin/a", "-v"}, User: "0:0", WorkingDir: "/"}
+	labels := func() string {
+		var b strings.Builder
+		b.WriteString("LABEL ")
+		for i, k := range sortedKeys(Labels("", "")) {
+			if i > 0 {
+				b.WriteString(" \\\n      ")
+			}
+			v := Labels("${VERSION}", "${GIT_COMMIT}")[k]
+			b.WriteString(k + `="` + v + `"`)
+		}
+		return b.String() + "\n"
+	}()
+	const args = "ARG TARGETARCH\nARG VERSION=v0.0.0-dev\nARG GIT_COMMIT=unknown\n"
 	tests := []struct {
-		name    string
-		text    string
-		want    Layout
-		wantErr string
+		name  string
+		files []File
+		cfg   RuntimeConfig
+		want  string
 	}{
 		{
-			name: "full header",
-			text: header,
-			want: Layout{
-				Binaries: []Binary{
-					{Path: "/usr/bin/a", Mode: 0o755, Owner: "0:0", Package: "cmd/a"},
-					{Path: "/usr/bin/b", Mode: 0o750, Owner: "0:0", Package: "cmd/b"},
-					{Path: "/usr/bin/c", Mode: 0o755, Owner: "0:0", Package: "cmd/c", Optional: true},
-				},
-				Base:       []BaseFile{{Path: "/etc/passwd"}, {Path: "/tmp", Mode: 0o1777}},
-				Cmd:        []string{"/usr/bin/a", "-v"},
-				WorkingDir: "/",
-				User:       "0:0",
+			name: "one directory, one COPY",
+			files: []File{
+				{Path: "/usr/bin/a", Mode: 0o755, Package: "cmd/a"},
+				{Path: "/usr/bin/b", Mode: 0o755, Package: "cmd/b"},
 			},
+			cfg: cfg,
+			want: args + "COPY --chown=0:0 --chmod=0755 \\\n     linux_${TARGETARCH}/a \\\n     linux_${TARGETARCH}/b \\\n     /usr/bin/\n" + labels +
+				"USER 0:0\nWORKDIR /\nCMD [\"/usr/bin/a\", \"-v\"]\n",
 		},
-		{name: "no table", text: "# Final-stage layout\n# Config: Cmd [\"/x\"]\n", wantErr: "no binary rows"},
-		{name: "no cmd", text: strings.Replace(header, `Cmd ["/usr/bin/a", "-v"], `, "", 1), wantErr: "no Cmd"},
-		{name: "no header at all", text: "FROM scratch\n", wantErr: "no Cmd"},
+		{
+			name: "mode, owner, directory and name split",
+			files: []File{
+				{Path: "/usr/bin/a", Mode: 0o755, Package: "cmd/a"},
+				{Path: "/usr/bin/b", Mode: 0o750, Package: "cmd/b"},
+				{Path: "/usr/bin/c", Mode: 0o750, UID: 65532, GID: 65532, Package: "cmd/c"},
+				{Path: "/usr/local/bin/d", Mode: 0o750, UID: 65532, GID: 65532, Package: "cmd/d"},
+				{Path: "/usr/local/bin/renamed", Mode: 0o750, UID: 65532, GID: 65532, Package: "cmd/e"},
+			},
+			cfg: RuntimeConfig{Entrypoint: []string{"/usr/bin/a"}, Cmd: []string{"serve"}, User: "65532", WorkingDir: "/home"},
+			want: args +
+				"COPY --chown=0:0 --chmod=0755 linux_${TARGETARCH}/a /usr/bin/\n" +
+				"COPY --chown=0:0 --chmod=0750 linux_${TARGETARCH}/b /usr/bin/\n" +
+				"COPY --chown=65532:65532 --chmod=0750 linux_${TARGETARCH}/c /usr/bin/\n" +
+				"COPY --chown=65532:65532 --chmod=0750 linux_${TARGETARCH}/d /usr/local/bin/\n" +
+				"COPY --chown=65532:65532 --chmod=0750 linux_${TARGETARCH}/e /usr/local/bin/renamed\n" +
+				labels + "ENTRYPOINT [\"/usr/bin/a\"]\nUSER 65532\nWORKDIR /home\nCMD [\"serve\"]\n",
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := ParseContainerfile(tc.text)
+			if diff := cmp.Diff(tc.want, stage(tc.files, tc.cfg)); diff != "" {
+				t.Errorf("stage (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestRewriteContainerfile(t *testing.T) {
+	tests := []struct {
+		name    string
+		text    string
+		want    string
+		wantErr string
+	}{
+		{
+			name: "replaces the block, keeps the rest",
+			text: "# head\nFROM x\n" + generatedBegin + "\nold\n" + generatedEnd + "\n# tail\n",
+			want: "# head\nFROM x\n" + generatedBegin + "\n" + generatedHint + "\n" + ContainerfileStage() + generatedEnd + "\n# tail\n",
+		},
+		{name: "no markers", text: "FROM x\nCMD [\"/a\"]\n", wantErr: "generated block"},
+		{name: "end before begin", text: generatedEnd + "\n" + generatedBegin + "\n", wantErr: "generated block"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := RewriteContainerfile(tc.text)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error = %v, want one containing %q", err, tc.wantErr)
@@ -76,92 +129,114 @@ FROM scratch
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("got  %+v\nwant %+v", got, tc.want)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
 	}
 }
 
-// TestRepositoryContainerfile pins what the real header must keep saying: the plugin as
-// Cmd, the three required binaries, root, and the base files.
-func TestRepositoryContainerfile(t *testing.T) {
-	layout := readRepoLayout(t)
-	paths := map[string]Binary{}
-	for _, b := range layout.Binaries {
-		paths[b.Path] = b
-		if _, err := os.Stat(filepath.Join("../../..", b.Package)); err != nil && !b.Optional {
-			t.Errorf("%s: package %s is not in the tree", b.Path, b.Package)
+// TestDeclaration pins what the declaration must keep saying: the plugin as Cmd, root, the
+// four binaries from packages of the tree, each once.
+func TestDeclaration(t *testing.T) {
+	paths, names := map[string]bool{}, map[string]bool{}
+	for _, f := range Files {
+		if paths[f.Path] || names[f.Name()] {
+			t.Errorf("%s (%s) declared twice", f.Path, f.Name())
+		}
+		paths[f.Path], names[f.Name()] = true, true
+		if _, err := os.Stat(filepath.Join(repoRoot, f.Package, "main.go")); err != nil {
+			t.Errorf("%s: package %s is not a main package of the tree: %v", f.Path, f.Package, err)
+		}
+		if f.Mode != 0o755 || f.UID != 0 || f.GID != 0 {
+			t.Errorf("%s: mode %#o owner %d:%d, want 0755 root", f.Path, f.Mode, f.UID, f.GID)
 		}
 	}
-	for _, p := range []string{"/usr/bin/rdma-dra-kubeletplugin", "/usr/bin/rdma-dra", "/usr/bin/rdma-dra-cdi-hook"} {
-		if b, ok := paths[p]; !ok || b.Optional || b.Mode != 0o755 {
-			t.Errorf("layout row %s = %+v, want a required 0755 binary", p, b)
+	for _, p := range []string{"/usr/bin/rdma-dra-kubeletplugin", "/usr/bin/rdma-dra", "/usr/bin/rdma-dra-cdi-hook", "/usr/bin/rdma-dra-controller"} {
+		if !paths[p] {
+			t.Errorf("Files lacks %s", p)
 		}
 	}
-	if !reflect.DeepEqual(layout.Cmd, []string{"/usr/bin/rdma-dra-kubeletplugin"}) || layout.User != "0:0" || layout.WorkingDir != "/" || layout.Entrypoint != nil {
-		t.Errorf("config = Entrypoint %q Cmd %q WorkingDir %q User %q", layout.Entrypoint, layout.Cmd, layout.WorkingDir, layout.User)
-	}
-	if len(layout.Base) != 4 {
-		t.Errorf("base files = %+v, want 4", layout.Base)
+	if !reflect.DeepEqual(Config.Cmd, []string{"/usr/bin/rdma-dra-kubeletplugin"}) || Config.User != "0:0" || Config.WorkingDir != "/" || Config.Entrypoint != nil {
+		t.Errorf("Config = %+v", Config)
 	}
 }
 
-// TestArchiveMatchesContainerfile writes the image of the repository's layout from stand-in
-// binaries and checks, member by member, that the archive holds exactly the documented
-// files with their modes, and the documented config.
-func TestArchiveMatchesContainerfile(t *testing.T) {
-	layout := readRepoLayout(t)
+// TestImageMatchesDeclaration builds the engine-free image from stand-in binaries, writes
+// and reads back its archive, and checks its final filesystem, entry by entry, and config
+// against the declaration.
+func TestImageMatchesDeclaration(t *testing.T) {
 	dir := t.TempDir()
-	hostPaths := map[string]string{}
-	for _, b := range layout.Binaries {
-		p := filepath.Join(dir, filepath.Base(b.Path))
-		if err := os.WriteFile(p, []byte("#!binary "+b.Path), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		hostPaths[b.Path] = p
-	}
-	img, err := Image(layout, "localhost/rdma-dra-driver:v1.2.3", "v1.2.3", hostPaths)
+	binDir := filepath.Join(dir, "bin")
+	writeStandIns(t, binDir, "amd64")
+	img, err := Image("amd64", "v1.2.3", "abc1234", binDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var buf bytes.Buffer
-	if err := ociimage.WriteArchive(&buf, img); err != nil {
+	archive := filepath.Join(dir, "img.tar")
+	if err := ociimage.WriteFile(archive, "localhost/rdma-dra-driver:v1.2.3", img); err != nil {
 		t.Fatal(err)
 	}
-	cfg, members := readImage(t, buf.Bytes())
+	idx, err := ociimage.ReadArchive(archive, filepath.Join(dir, "layout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	images, err := ociimage.Images(idx)
+	if err != nil || len(images) != 1 || images["linux/amd64"] == nil {
+		t.Fatalf("archive holds %v (%v), want one linux/amd64 image", images, err)
+	}
+	got := flatten(t, images["linux/amd64"])
 
-	want := map[string]int64{}
-	for _, b := range layout.Binaries {
-		want[strings.TrimPrefix(b.Path, "/")] = int64(b.Mode)
+	want := map[string]fsEntry{"usr/": {Type: typeDir, Mode: "0755"}, "usr/bin/": {Type: typeDir, Mode: "0755"}}
+	for _, f := range Files {
+		want[strings.TrimPrefix(f.Path, "/")] = fsEntry{Type: typeReg, Mode: octal(f.Mode), UID: f.UID, GID: f.GID, Digest: digestOf(standIn(f, "amd64"))}
 	}
-	for _, f := range layout.Base {
+	for _, f := range BaseFiles {
 		name := strings.TrimPrefix(f.Path, "/")
-		if f.Path == "/tmp" {
-			name += "/"
+		e := fsEntry{Type: typeReg, Mode: octal(f.Mode)}
+		if f.Dir {
+			name, e.Type = name+"/", typeDir
 		}
-		want[name] = int64(f.Mode)
+		for d := path.Dir(strings.TrimSuffix(name, "/")); d != "."; d = path.Dir(d) {
+			want[d+"/"] = fsEntry{Type: typeDir, Mode: "0755"}
+		}
+		want[name] = e
 	}
-	for name, mode := range want {
-		got, ok := members[name]
+	for name, w := range want {
+		g, ok := got[name]
 		if !ok {
-			t.Errorf("archive lacks %s", name)
+			t.Errorf("image lacks %s", name)
 			continue
 		}
-		if mode != 0 && got != mode {
-			t.Errorf("%s mode = %#o, want %#o", name, got, mode)
+		if w.Digest == "" {
+			g.Digest = "" // the base's files: their content is the stand-in's
+		}
+		if g != w {
+			t.Errorf("%s = %+v, want %+v", name, g, w)
 		}
 	}
-	for name := range members {
-		if _, ok := want[name]; !ok && !strings.HasSuffix(name, "/") {
-			t.Errorf("archive has %s, which the Containerfile does not list", name)
+	for name := range got {
+		if _, ok := want[name]; !ok {
+			t.Errorf("image has %s, which the declaration does not list", name)
 		}
 	}
-	if !reflect.DeepEqual(cfg.Config.Cmd, layout.Cmd) || cfg.Config.User != layout.User || cfg.Config.WorkingDir != layout.WorkingDir || cfg.Config.Entrypoint != nil {
-		t.Errorf("image config = %+v", cfg.Config)
+
+	cf, err := images["linux/amd64"].ConfigFile()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if cfg.Config.Labels["org.opencontainers.image.version"] != "v1.2.3" {
-		t.Errorf("version label = %q", cfg.Config.Labels["org.opencontainers.image.version"])
+	c := cf.Config
+	if !reflect.DeepEqual(c.Cmd, Config.Cmd) || c.Entrypoint != nil || c.User != Config.User || c.WorkingDir != Config.WorkingDir {
+		t.Errorf("config = Entrypoint %q Cmd %q User %q WorkingDir %q, want %+v", c.Entrypoint, c.Cmd, c.User, c.WorkingDir, Config)
+	}
+	if !reflect.DeepEqual(c.Labels, Labels("v1.2.3", "abc1234")) {
+		t.Errorf("labels = %v", c.Labels)
+	}
+	if !reflect.DeepEqual(c.Env, baseEnv) {
+		t.Errorf("env = %q, want the base's %q", c.Env, baseEnv)
+	}
+	if cf.OS != "linux" || cf.Architecture != "amd64" || len(cf.RootFS.DiffIDs) != 2 {
+		t.Errorf("platform %s/%s, %d layers; want linux/amd64 and two layers (base, binaries)", cf.OS, cf.Architecture, len(cf.RootFS.DiffIDs))
 	}
 }
 
@@ -180,66 +255,19 @@ func TestOptions(t *testing.T) {
 	}
 }
 
-func readRepoLayout(t *testing.T) Layout {
-	t.Helper()
-	text, err := os.ReadFile(repoContainerfile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	layout, err := ParseContainerfile(string(text))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return layout
-}
+// standIn is the content of the stand-in binary of f for arch.
+func standIn(f File, arch string) string { return "stand-in " + f.Name() + " for linux/" + arch + "\n" }
 
-// readImage returns the config and the layer's members (name -> mode) of an archive.
-func readImage(t *testing.T, archive []byte) (ociimage.Config, map[string]int64) {
+// writeStandIns writes a stand-in for each of Files into dir, as make stages the real
+// binaries, with a mode that the image must not keep (the declaration sets the mode).
+func writeStandIns(t *testing.T, dir, arch string) {
 	t.Helper()
-	files := map[string][]byte{}
-	tr := tar.NewReader(bytes.NewReader(archive))
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range Files {
+		if err := os.WriteFile(filepath.Join(dir, f.Name()), []byte(standIn(f, arch)), fs.FileMode(0o700)); err != nil {
 			t.Fatal(err)
 		}
-		b, _ := io.ReadAll(tr)
-		files[h.Name] = b
 	}
-	blob := func(d string) []byte { return files["blobs/"+strings.Replace(d, ":", "/", 1)] }
-	var idx ociimage.Index
-	var man ociimage.Manifest
-	var cfg ociimage.Config
-	if err := json.Unmarshal(files["index.json"], &idx); err != nil || len(idx.Manifests) != 1 {
-		t.Fatalf("index.json: %v %+v", err, idx)
-	}
-	if err := json.Unmarshal(blob(idx.Manifests[0].Digest), &man); err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(blob(man.Config.Digest), &cfg); err != nil {
-		t.Fatal(err)
-	}
-	zr, err := gzip.NewReader(bytes.NewReader(blob(man.Layers[0].Digest)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	members := map[string]int64{}
-	lr := tar.NewReader(zr)
-	for {
-		h, err := lr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if h.Uid != 0 || h.Gid != 0 {
-			t.Errorf("%s owned by %d:%d", h.Name, h.Uid, h.Gid)
-		}
-		members[h.Name] = h.Mode
-	}
-	return cfg, members
 }

@@ -1,147 +1,108 @@
-// Package driverimage assembles the driver's container image without a container engine:
-// it builds the static binaries with the Go toolchain and writes an OCI archive with the
-// file layout of the Containerfile's final stage. The layout is read from the table in the
-// Containerfile's header, so the Containerfile stays the one place that defines it.
+// Package driverimage declares the driver image once, the files it adds to its base image
+// (Files), its config (Config) and its labels (Labels), and builds it from that declaration
+// without a container engine, as an OCI archive for the local cluster. The Containerfile's
+// final stage is written from the same declaration (Containerfile), and a test builds the
+// Containerfile with buildah and compares the two images' filesystems and configs.
 package driverimage
 
 import (
-	"bufio"
-	"encoding/json"
-	"fmt"
 	"io/fs"
-	"regexp"
-	"strconv"
-	"strings"
+	"path"
+	"sort"
 )
 
-// Binary is one row of the layout table that comes from a Go main package.
-type Binary struct {
+// File is one file the image adds to its base: a static binary built from a main package.
+type File struct {
 	// Path inside the image, e.g. /usr/bin/rdma-dra-kubeletplugin.
 	Path string
 	Mode fs.FileMode
-	// Owner is "uid:gid".
-	Owner string
+	// UID and GID own the file.
+	UID, GID int
 	// Package is the main package relative to the repository, e.g. cmd/rdma-dra.
 	Package string
-	// Optional binaries are skipped when their package is not in the tree.
-	Optional bool
 }
 
-// BaseFile is a file the Containerfile takes from its base image.
-type BaseFile struct {
-	Path string
-	// Mode is set when the table gives one (e.g. /tmp (1777)); 0 otherwise.
-	Mode fs.FileMode
+// Name is the binary's file name in the build context: `make image` cross-compiles each
+// binary to _output/image/<StageDir(arch)>/<Name>, as `go build -o DIR/` names it.
+func (f File) Name() string { return path.Base(f.Package) }
+
+// StageDir is the build context's directory of one architecture's binaries.
+func StageDir(arch string) string { return "linux_" + arch }
+
+// Files is the image's own content, the one list of it. The kubelet plugin copies the CDI
+// hook from the image to the host's hook directory for the runtime.
+var Files = []File{
+	{Path: "/usr/bin/rdma-dra-kubeletplugin", Mode: 0o755, Package: "cmd/rdma-dra-kubeletplugin"},
+	{Path: "/usr/bin/rdma-dra", Mode: 0o755, Package: "cmd/rdma-dra"},
+	{Path: "/usr/bin/rdma-dra-cdi-hook", Mode: 0o755, Package: "cmd/rdma-dra-cdi-hook"},
+	{Path: "/usr/bin/rdma-dra-controller", Mode: 0o755, Package: "cmd/rdma-dra-controller"},
 }
 
-// Layout is the final stage as the Containerfile's header documents it.
-type Layout struct {
-	Binaries []Binary
-	Base     []BaseFile
-	// Entrypoint is nil for "Entrypoint none".
+// RuntimeConfig is the part of the image config that the image sets over its base's.
+type RuntimeConfig struct {
+	// Entrypoint nil keeps the base's, which has none.
 	Entrypoint []string
 	Cmd        []string
-	WorkingDir string
 	User       string
+	WorkingDir string
 }
 
-var (
-	binaryRow = regexp.MustCompile(`^#\s+(/\S+)\s+(0[0-7]{3})\s+(\d+:\d+)\s+(cmd/[^\s,]+)(.*)$`)
-	baseRow   = regexp.MustCompile(`^#\s+(/etc/\S.*)$`)
-	baseMode  = regexp.MustCompile(`^(\S+)\s+\(([0-7]{3,4})\)$`)
-	cmdRe     = regexp.MustCompile(`Cmd (\[[^\]]*\])`)
-	entryRe   = regexp.MustCompile(`Entrypoint (none|\[[^\]]*\])`)
-	workdirRe = regexp.MustCompile(`WorkingDir "([^"]*)"`)
-	userRe    = regexp.MustCompile(`User "([^"]*)"`)
-)
-
-// ParseContainerfile reads the layout table and the config line from the Containerfile's
-// header comment (the block from "# Final-stage layout" to the first non-comment line).
-func ParseContainerfile(text string) (Layout, error) {
-	var l Layout
-	var config strings.Builder
-	inLayout, inConfig := false, false
-	sc := bufio.NewScanner(strings.NewReader(text))
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "#") {
-			if inLayout {
-				break
-			}
-			continue
-		}
-		if strings.HasPrefix(line, "# Final-stage layout") {
-			inLayout = true
-			continue
-		}
-		if !inLayout {
-			continue
-		}
-		if strings.HasPrefix(line, "# Config:") {
-			inConfig = true
-		}
-		if inConfig {
-			if strings.TrimSpace(strings.TrimPrefix(line, "#")) == "" {
-				inConfig = false
-			} else {
-				config.WriteString(strings.TrimPrefix(line, "#"))
-			}
-			continue
-		}
-		if m := binaryRow.FindStringSubmatch(line); m != nil {
-			mode, _ := strconv.ParseUint(m[2], 8, 32)
-			l.Binaries = append(l.Binaries, Binary{
-				Path: m[1], Mode: fs.FileMode(mode), Owner: m[3], Package: m[4],
-				Optional: strings.Contains(m[5], "only if present"),
-			})
-			continue
-		}
-		if m := baseRow.FindStringSubmatch(line); m != nil {
-			for _, item := range strings.Split(m[1], ",") {
-				item = strings.TrimSpace(item)
-				f := BaseFile{Path: item}
-				if mm := baseMode.FindStringSubmatch(item); mm != nil {
-					mode, _ := strconv.ParseUint(mm[2], 8, 32)
-					f = BaseFile{Path: mm[1], Mode: fs.FileMode(mode)}
-				}
-				l.Base = append(l.Base, f)
-			}
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return Layout{}, fmt.Errorf("read Containerfile: %w", err)
-	}
-	if err := l.parseConfig(config.String()); err != nil {
-		return Layout{}, err
-	}
-	if len(l.Binaries) == 0 {
-		return Layout{}, fmt.Errorf("no binary rows found in the Containerfile's \"# Final-stage layout\" table")
-	}
-	if len(l.Base) == 0 {
-		return Layout{}, fmt.Errorf("no base-image row (/etc/...) found in the Containerfile's layout table")
-	}
-	return l, nil
+// Config is the image's runtime config. The kubelet plugin runs as root: it writes
+// root-owned host directories (the kubelet's plugin directories, /var/run/cdi, the hook
+// directory) and reads root-only sysfs files, without any capability (see the chart's
+// values.yaml). The CLI and the controller run as any user; the controller's Deployment
+// sets a non-root one.
+var Config = RuntimeConfig{
+	Cmd:        []string{"/usr/bin/rdma-dra-kubeletplugin"},
+	User:       "0:0",
+	WorkingDir: "/",
 }
 
-// parseConfig reads `Entrypoint none, Cmd [...], WorkingDir "/", User "0:0"`.
-func (l *Layout) parseConfig(s string) error {
-	m := cmdRe.FindStringSubmatch(s)
-	if m == nil {
-		return fmt.Errorf("no Cmd [...] in the Containerfile's \"# Config:\" line: %q", s)
+// staticLabels are the OCI annotations of the image that do not depend on the build.
+var staticLabels = map[string]string{
+	"org.opencontainers.image.title":       "rdma-dra-driver",
+	"org.opencontainers.image.description": "Kubernetes DRA driver for RDMA adapters (InfiniBand and RoCE HCAs)",
+	"org.opencontainers.image.source":      "https://github.com/rdma-dra/rdma-dra-driver",
+	"org.opencontainers.image.url":         "https://github.com/rdma-dra/rdma-dra-driver",
+	"org.opencontainers.image.vendor":      "rdma-dra",
+}
+
+// Labels returns the image's labels for a version (the image tag) and a revision (the git
+// commit).
+func Labels(version, revision string) map[string]string {
+	out := map[string]string{
+		"org.opencontainers.image.version":  version,
+		"org.opencontainers.image.revision": revision,
 	}
-	if err := json.Unmarshal([]byte(m[1]), &l.Cmd); err != nil {
-		return fmt.Errorf("parse Cmd %s: %w", m[1], err)
+	for k, v := range staticLabels {
+		out[k] = v
 	}
-	if m := entryRe.FindStringSubmatch(s); m != nil && m[1] != "none" {
-		if err := json.Unmarshal([]byte(m[1]), &l.Entrypoint); err != nil {
-			return fmt.Errorf("parse Entrypoint %s: %w", m[1], err)
-		}
+	return out
+}
+
+// BaseFile is a file of the base image that the driver relies on.
+type BaseFile struct {
+	Path string
+	Mode fs.FileMode
+	Dir  bool
+}
+
+// BaseFiles are what the driver needs from its base image (distroless static): the CA
+// bundle for the API server's and webhooks' TLS, the user database, a writable /tmp. The
+// engine-free build's stand-in base holds exactly these (BaseImage).
+var BaseFiles = []BaseFile{
+	{Path: "/etc/passwd", Mode: 0o644},
+	{Path: "/etc/group", Mode: 0o644},
+	{Path: "/etc/ssl/certs/ca-certificates.crt", Mode: 0o644},
+	{Path: "/tmp", Mode: 0o1777, Dir: true},
+}
+
+// sortedKeys returns m's keys in order.
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
 	}
-	if m := workdirRe.FindStringSubmatch(s); m != nil {
-		l.WorkingDir = m[1]
-	}
-	if m := userRe.FindStringSubmatch(s); m != nil {
-		l.User = m[1]
-	}
-	return nil
+	sort.Strings(keys)
+	return keys
 }

@@ -3,14 +3,18 @@ package ociimage
 import (
 	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"encoding/json"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/google/go-containerregistry/pkg/v1/validate"
 )
 
 // entry is what a test expects of one tar member.
@@ -44,54 +48,65 @@ func readTar(t *testing.T, r io.Reader) map[string]entry {
 	}
 }
 
-// openArchive follows index -> manifest -> config and layer, checking every digest and size,
-// and returns the parsed config and the layer's members.
-func openArchive(t *testing.T, archive []byte) (Index, Config, map[string]entry) {
+// openArchive writes archive to a file, reads it back with ReadArchive and returns its one
+// index entry, the image's config and the layer's members. go-containerregistry checks every
+// digest and size on the way (validate.Image).
+func openArchive(t *testing.T, archive []byte) (v1.Descriptor, *v1.ConfigFile, map[string]entry) {
 	t.Helper()
-	files := readTar(t, bytes.NewReader(archive))
-	if files["oci-layout"].data != `{"imageLayoutVersion":"1.0.0"}` {
-		t.Fatalf("oci-layout = %q", files["oci-layout"].data)
+	dir := t.TempDir()
+	outer := readTar(t, bytes.NewReader(archive))
+	var layoutFile struct {
+		Version string `json:"imageLayoutVersion"`
 	}
-	blob := func(d Descriptor) []byte {
-		e, ok := files[blobPath(d.Digest)]
-		if !ok {
-			t.Fatalf("blob %s missing", d.Digest)
-		}
-		if int64(len(e.data)) != d.Size || digest([]byte(e.data)) != d.Digest {
-			t.Fatalf("blob %s: size or digest mismatch", d.Digest)
-		}
-		return []byte(e.data)
+	if err := json.Unmarshal([]byte(outer["oci-layout"].data), &layoutFile); err != nil || layoutFile.Version != "1.0.0" {
+		t.Fatalf("oci-layout = %q (%v)", outer["oci-layout"].data, err)
 	}
-	var idx Index
-	if err := json.Unmarshal([]byte(files["index.json"].data), &idx); err != nil {
+	path := filepath.Join(dir, "img.tar")
+	if err := os.WriteFile(path, archive, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	idx, err := ReadArchive(path, filepath.Join(dir, "layout"))
+	if err != nil {
+		t.Fatalf("ReadArchive: %v", err)
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
 		t.Fatalf("index.json: %v", err)
 	}
-	if len(idx.Manifests) != 1 {
-		t.Fatalf("index has %d manifests, want 1", len(idx.Manifests))
+	if len(im.Manifests) != 1 {
+		t.Fatalf("index has %d manifests, want 1", len(im.Manifests))
 	}
-	var man Manifest
-	if err := json.Unmarshal(blob(idx.Manifests[0]), &man); err != nil {
+	img, err := idx.Image(im.Manifests[0].Digest)
+	if err != nil {
+		t.Fatalf("image: %v", err)
+	}
+	if err := validate.Image(img); err != nil {
+		t.Fatalf("image does not validate: %v", err)
+	}
+	man, err := img.Manifest()
+	if err != nil {
 		t.Fatalf("manifest: %v", err)
 	}
-	var cfg Config
-	if err := json.Unmarshal(blob(man.Config), &cfg); err != nil {
-		t.Fatalf("config: %v", err)
+	if man.MediaType != types.OCIManifestSchema1 || man.Config.MediaType != types.OCIConfigJSON {
+		t.Errorf("media types = %s, config %s; want OCI ones", man.MediaType, man.Config.MediaType)
 	}
-	if len(man.Layers) != 1 || man.Layers[0].MediaType != MediaTypeLayerGz {
+	if len(man.Layers) != 1 || man.Layers[0].MediaType != types.OCILayer {
 		t.Fatalf("layers = %+v", man.Layers)
 	}
-	zr, err := gzip.NewReader(bytes.NewReader(blob(man.Layers[0])))
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	layers, err := img.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := layers[0].Uncompressed()
 	if err != nil {
 		t.Fatalf("gunzip layer: %v", err)
 	}
-	raw, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatalf("gunzip layer: %v", err)
-	}
-	if got := digest(raw); len(cfg.RootFS.DiffIDs) != 1 || cfg.RootFS.DiffIDs[0] != got {
-		t.Fatalf("diff_ids = %v, layer digest %s", cfg.RootFS.DiffIDs, got)
-	}
-	return idx, cfg, readTar(t, bytes.NewReader(raw))
+	defer rc.Close()
+	return im.Manifests[0], cfg, readTar(t, rc)
 }
 
 func TestWriteArchive(t *testing.T) {
@@ -116,11 +131,14 @@ func TestWriteArchive(t *testing.T) {
 	if err := WriteArchive(&buf, img); err != nil {
 		t.Fatalf("WriteArchive: %v", err)
 	}
-	idx, cfg, layer := openArchive(t, buf.Bytes())
+	desc, cfg, layer := openArchive(t, buf.Bytes())
 
-	ann := idx.Manifests[0].Annotations
+	ann := desc.Annotations
 	if ann[AnnotationContainerdName] != "localhost/toolbox:v1" || ann[AnnotationRefName] != "v1" {
 		t.Errorf("annotations = %v", ann)
+	}
+	if desc.Platform == nil || desc.Platform.OS != "linux" || desc.Platform.Architecture != runtime.GOARCH {
+		t.Errorf("index entry platform = %+v", desc.Platform)
 	}
 	if cfg.OS != "linux" || cfg.Config.Entrypoint[0] != "/bin/sh" || cfg.Config.Labels["a"] != "b" {
 		t.Errorf("config = %+v", cfg)

@@ -13,14 +13,14 @@ import (
 
 // driverFlags are the flags of the image, install and uninstall commands.
 type driverFlags struct {
-	version, ldflags, tags, outDir, repository, sourceRef string
-	helm, values, archive                                 string
+	version, revision, ldflags, tags, outDir, repository, sourceRef string
+	helm, values, archive                                           string
 }
 
 // options returns the image build options; relative paths are taken from repo.
 func (d driverFlags) options(repo, goCmd string) driverimage.Options {
 	return driverimage.Options{
-		Repo: repo, Go: goCmd, Version: d.version, LDFlags: d.ldflags, Tags: d.tags,
+		Repo: repo, Go: goCmd, Version: d.version, Revision: d.revision, LDFlags: d.ldflags, Tags: d.tags,
 		Repository: d.repository, OutDir: abs(repo, d.outDir), SourceRef: d.sourceRef,
 	}
 }

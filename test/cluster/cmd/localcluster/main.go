@@ -51,6 +51,7 @@ func main() {
 	flag.StringVar(&d.version, "version", os.Getenv("VERSION"), "image: tag and stamped version of the driver image (env VERSION)")
 	flag.StringVar(&d.ldflags, "ldflags", os.Getenv("LDFLAGS"), "image: go linker flags, the Makefile's (env LDFLAGS)")
 	flag.StringVar(&d.tags, "tags", os.Getenv("GO_TAGS"), "image: go build tags of the binaries, comma-separated; none for a release image, failpoint for the e2e suite's (env GO_TAGS)")
+	flag.StringVar(&d.revision, "revision", os.Getenv("GIT_COMMIT"), "image: git commit of the image's revision label (env GIT_COMMIT)")
 	flag.StringVar(&d.outDir, "image-dir", envOr("IMAGE_DIR", "_output/images"), "image: output directory of binaries and archive (env IMAGE_DIR)")
 	flag.StringVar(&d.repository, "image-repository", envOr("IMAGE_REPOSITORY", driverimage.DefaultRepository), "image/install: image name without tag (env IMAGE_REPOSITORY)")
 	flag.StringVar(&d.sourceRef, "image-source", os.Getenv("IMAGE_SOURCE"), "image: build this git revision (e.g. HEAD) instead of the working tree (env IMAGE_SOURCE)")
