@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
@@ -38,11 +39,14 @@ type Controller struct {
 
 	pools   *poolLister
 	classes resourcelisters.DeviceClassLister
-	slices  resourcelisters.ResourceSliceLister
-	claims  resourcelisters.ResourceClaimLister
 
-	informers []cache.SharedIndexInformer
-	queue     workqueue.TypedRateLimitingInterface[string]
+	// index is the slices and claims, kept by the informers' handlers; cel the
+	// pools' compiled selectors.
+	index *index
+	cel   *celCache
+
+	poolInformer, classInformer, sliceInformer, claimInformer cache.SharedIndexInformer
+	queue                                                     workqueue.TypedRateLimitingInterface[string]
 }
 
 // New wires a controller to the API: informers on RdmaPools, this controller's
@@ -53,80 +57,123 @@ func New(driverName string, kube kubernetes.Interface, dyn dynamic.Interface, me
 		kube:       kube,
 		poolClient: newPoolClient(dyn),
 		metrics:    metrics,
+		index:      newIndex(driverName),
+		cel:        newCELCache(driverName),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "rdmapools"}),
 	}
-	poolInformer := cache.NewSharedIndexInformer(c.poolClient.listWatch(), &v1alpha1.RdmaPool{}, 0, cache.Indexers{})
-	c.pools = &poolLister{indexer: poolInformer.GetIndexer()}
+	c.poolInformer = cache.NewSharedIndexInformer(c.poolClient.listWatch(), &v1alpha1.RdmaPool{}, 0, cache.Indexers{})
+	c.pools = &poolLister{indexer: c.poolInformer.GetIndexer()}
 
 	factory := informers.NewSharedInformerFactory(kube, 0)
-	classInformer := factory.Resource().V1().DeviceClasses()
-	sliceInformer := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+	classes := factory.Resource().V1().DeviceClasses()
+	c.classInformer, c.classes = classes.Informer(), classes.Lister()
+	c.sliceInformer = informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = resourceapi.ResourceSliceSelectorDriver + "=" + driverName
-	})).Resource().V1().ResourceSlices()
-	claimInformer := factory.Resource().V1().ResourceClaims()
-	c.classes, c.slices, c.claims = classInformer.Lister(), sliceInformer.Lister(), claimInformer.Lister()
-
-	// Pools are few: any change of one may change another's extended resource name
-	// conflict, so every pool is looked at again.
-	onPool := handler(func(any) { c.enqueueAll(0) })
-	onClass := handler(func(obj any) {
-		if class, ok := obj.(*resourceapi.DeviceClass); ok {
-			c.queue.Add(class.Name)
-			if class.Spec.ExtendedResourceName != nil {
-				c.enqueueAll(0)
-			}
-		}
-	})
-	onUsage := handler(func(any) { c.enqueueAll(usageDelay) })
-	for _, reg := range []struct {
-		inf cache.SharedIndexInformer
-		h   cache.ResourceEventHandler
-	}{
-		{poolInformer, onPool},
-		{classInformer.Informer(), onClass},
-		{sliceInformer.Informer(), onUsage},
-		{claimInformer.Informer(), onUsage},
-	} {
-		_, _ = reg.inf.AddEventHandler(reg.h)
-		c.informers = append(c.informers, reg.inf)
-	}
+	})).Resource().V1().ResourceSlices().Informer()
+	c.claimInformer = factory.Resource().V1().ResourceClaims().Informer()
 	return c
 }
 
-// handler calls f for every add, update and delete, with tombstones unwrapped.
-func handler(f func(obj any)) cache.ResourceEventHandler {
+// registration is an informer and its event handler.
+type registration struct {
+	informer cache.SharedIndexInformer
+	handler  cache.ResourceEventHandler
+}
+
+// handlers are the event handlers of the four informers. Pools are few: any change of
+// one may change another's extended resource name conflict, so every pool is looked at
+// again. A slice or claim event enqueues only the pools whose counts it can change.
+func (c *Controller) handlers(ctx context.Context) []registration {
+	return []registration{
+		{c.poolInformer, handler(func(any, bool) { c.enqueueAll() })},
+		{c.classInformer, handler(func(obj any, _ bool) {
+			if class, ok := obj.(*resourceapi.DeviceClass); ok {
+				c.queue.Add(class.Name)
+				if class.Spec.ExtendedResourceName != nil {
+					c.enqueueAll()
+				}
+			}
+		})},
+		{c.sliceInformer, handler(func(obj any, deleted bool) { c.onSlice(ctx, obj, deleted) })},
+		{c.claimInformer, handler(func(obj any, deleted bool) { c.onClaim(ctx, obj, deleted) })},
+	}
+}
+
+// onSlice indexes a slice and enqueues, after usageDelay, the pools it can change
+// (index.updateSlice).
+func (c *Controller) onSlice(ctx context.Context, obj any, deleted bool) {
+	s, ok := obj.(*resourceapi.ResourceSlice)
+	if !ok {
+		return
+	}
+	name := s.Name
+	if deleted {
+		s = nil
+	}
+	c.enqueueUsage(c.index.updateSlice(ctx, name, s))
+}
+
+// onClaim indexes a claim's allocation and enqueues, after usageDelay, the pools it can
+// change (index.updateClaim).
+func (c *Controller) onClaim(ctx context.Context, obj any, deleted bool) {
+	claim, ok := obj.(*resourceapi.ResourceClaim)
+	if !ok {
+		return
+	}
+	key := claim.Namespace + "/" + claim.Name
+	if deleted {
+		claim = nil
+	}
+	c.enqueueUsage(c.index.updateClaim(ctx, key, claim))
+}
+
+// handler calls f for every add, update and delete, with the new object (the last
+// known for a delete, tombstones unwrapped) and whether it was deleted.
+func handler(f func(obj any, deleted bool)) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    f,
-		UpdateFunc: func(_, obj any) { f(obj) },
+		AddFunc:    func(obj any) { f(obj, false) },
+		UpdateFunc: func(_, obj any) { f(obj, false) },
 		DeleteFunc: func(obj any) {
 			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = t.Obj
 			}
-			f(obj)
+			f(obj, true)
 		},
 	}
 }
 
-func (c *Controller) enqueueAll(after time.Duration) {
+func (c *Controller) enqueueAll() {
 	for _, name := range c.pools.names() {
-		c.queue.AddAfter(name, after)
+		c.queue.Add(name)
 	}
 }
 
-// Run starts the informers, waits for their caches and processes the queue with
-// workers goroutines until ctx ends.
+func (c *Controller) enqueueUsage(pools sets.Set[string]) {
+	for name := range pools {
+		c.queue.AddAfter(name, usageDelay)
+	}
+}
+
+// Run starts the informers, waits until their caches are synced and their handlers have
+// seen every object, and processes the queue with workers goroutines until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) error {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	defer c.queue.ShutDown()
 	logger := klog.FromContext(ctx)
-	for _, inf := range c.informers {
+	var synced []cache.InformerSynced
+	for _, r := range c.handlers(ctx) {
+		reg, err := r.informer.AddEventHandler(r.handler)
+		if err != nil {
+			return fmt.Errorf("add event handler: %w", err)
+		}
+		synced = append(synced, reg.HasSynced)
+	}
+	for _, inf := range []cache.SharedIndexInformer{c.poolInformer, c.classInformer, c.sliceInformer, c.claimInformer} {
 		go inf.RunWithContext(ctx)
 	}
-	synced := make([]cache.InformerSynced, len(c.informers))
-	for i, inf := range c.informers {
-		synced[i] = inf.HasSynced
-	}
+	// The index is built by the handlers, so the workers wait for them, not only for
+	// the informers' stores.
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return fmt.Errorf("wait for caches: %w", ctx.Err())
 	}
@@ -154,30 +201,13 @@ func (c *Controller) processNext(ctx context.Context) bool {
 		return false
 	}
 	defer c.queue.Done(name)
-	inv, err := c.inventory()
-	if err == nil {
-		err = c.sync(ctx, name, inv)
-	}
-	if err != nil {
+	if err := c.sync(ctx, name); err != nil {
 		klog.FromContext(ctx).Error(err, "Sync failed, retrying", "pool", name)
 		c.queue.AddRateLimited(name)
 		return true
 	}
 	c.queue.Forget(name)
 	return true
-}
-
-// inventory indexes the cached slices and claims.
-func (c *Controller) inventory() (*Inventory, error) {
-	slices, err := c.slices.List(labels.Everything())
-	if err != nil {
-		return nil, fmt.Errorf("list ResourceSlices: %w", err)
-	}
-	claims, err := c.claims.List(labels.Everything())
-	if err != nil {
-		return nil, fmt.Errorf("list ResourceClaims: %w", err)
-	}
-	return NewInventory(c.driverName, slices, claims), nil
 }
 
 // poolLister reads typed pools from the informer's cache.

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 	resourcelisters "k8s.io/client-go/listers/resource/v1"
@@ -37,6 +38,9 @@ type harness struct {
 	kube    *fake.Clientset
 	dyn     *dynamicfake.FakeDynamicClient
 	indexes map[string]cache.Indexer
+	// indexed are the slices and claims the index has, as slice/<name> and
+	// claim/<namespace>/<name>.
+	indexed sets.Set[string]
 }
 
 func newHarness(t *testing.T, kubeObjs ...runtime.Object) *harness {
@@ -45,7 +49,7 @@ func newHarness(t *testing.T, kubeObjs ...runtime.Object) *harness {
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{PoolResource: "RdmaPoolList"})
 	h := &harness{t: t, ctx: ctx, kube: fake.NewClientset(kubeObjs...), dyn: dyn, indexes: map[string]cache.Indexer{}}
-	for _, kind := range []string{"pools", "classes", "slices", "claims"} {
+	for _, kind := range []string{"pools", "classes"} {
 		h.indexes[kind] = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	}
 	h.c = &Controller{
@@ -55,13 +59,14 @@ func newHarness(t *testing.T, kubeObjs ...runtime.Object) *harness {
 		metrics:    NewMetrics(),
 		pools:      &poolLister{indexer: h.indexes["pools"]},
 		classes:    resourcelisters.NewDeviceClassLister(h.indexes["classes"]),
-		slices:     resourcelisters.NewResourceSliceLister(h.indexes["slices"]),
-		claims:     resourcelisters.NewResourceClaimLister(h.indexes["claims"]),
+		index:      newIndex(devicemodel.DefaultDriverName),
+		cel:        newCELCache(devicemodel.DefaultDriverName),
 	}
 	return h
 }
 
-// refresh replaces the caches with what the fake clients hold.
+// refresh replaces the caches with what the fake clients hold, and the index with one
+// the informers' handlers would build of it.
 func (h *harness) refresh() {
 	h.t.Helper()
 	ctx := h.ctx
@@ -85,29 +90,35 @@ func (h *harness) refresh() {
 		objs = append(objs, &classes.Items[i])
 	}
 	replace("classes", objs)
+	// The index gets the events the informers would deliver: every object again (an
+	// update without changes enqueues nothing) and a delete for what is gone.
 	slices, _ := h.kube.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
-	objs = nil
+	gone := h.indexed
+	h.indexed = sets.New[string]()
 	for i := range slices.Items {
-		objs = append(objs, &slices.Items[i])
+		h.c.index.updateSlice(ctx, slices.Items[i].Name, &slices.Items[i])
+		h.indexed.Insert("slice/" + slices.Items[i].Name)
 	}
-	replace("slices", objs)
 	claims, _ := h.kube.ResourceV1().ResourceClaims("").List(ctx, metav1.ListOptions{})
-	objs = nil
 	for i := range claims.Items {
-		objs = append(objs, &claims.Items[i])
+		key := claims.Items[i].Namespace + "/" + claims.Items[i].Name
+		h.c.index.updateClaim(ctx, key, &claims.Items[i])
+		h.indexed.Insert("claim/" + key)
 	}
-	replace("claims", objs)
+	for key := range gone.Difference(h.indexed) {
+		if kind, name, _ := strings.Cut(key, "/"); kind == "slice" {
+			h.c.index.updateSlice(ctx, name, nil)
+		} else {
+			h.c.index.updateClaim(ctx, name, nil)
+		}
+	}
 }
 
 // sync refreshes the caches and syncs one pool.
 func (h *harness) sync(name string) error {
 	h.t.Helper()
 	h.refresh()
-	inv, err := h.c.inventory()
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return h.c.sync(h.ctx, name, inv)
+	return h.c.sync(h.ctx, name)
 }
 
 func (h *harness) putPool(pool *v1alpha1.RdmaPool) {
