@@ -15,11 +15,8 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	apiresource "k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
 	clientfeatures "k8s.io/client-go/features"
 	clientfeaturestesting "k8s.io/client-go/features/testing"
 	"k8s.io/client-go/kubernetes/fake"
@@ -28,6 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
+	rdmafake "github.com/rdma-dra/rdma-dra-driver/pkg/client/clientset/versioned/fake"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/mocknode"
@@ -54,27 +52,25 @@ const benchPortsPerNode = 8
 // synced and every pool's status is written, and ctrl-heap-MiB, what of it came with the
 // controller (its informers' caches and its own state) on top of the fake clients.
 func BenchmarkClaimEvent(b *testing.B) {
-	// The fake dynamic client sends no bookmark after a watch's initial events, which a
-	// watch-list informer of pools would wait for.
+	// The generated fake clientset sends no bookmark after a watch's initial events,
+	// which a watch-list informer of pools would wait for.
 	clientfeaturestesting.SetFeatureDuringTest(b, clientfeatures.WatchListClient, false)
 	objs := benchObjects(b, *benchNodes, *benchClaims)
 
 	kube := fake.NewClientset(objs.kube()...)
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(kruntime.NewScheme(),
-		map[schema.GroupVersionResource]string{PoolResource: "RdmaPoolList"}, benchPools(b)...)
+	rdma := rdmafake.NewSimpleClientset(benchPools()...)
 	shares := make(chan int64, 1024)
-	dyn.PrependReactor("update", v1alpha1.RdmaPoolResource, func(a k8stesting.Action) (bool, kruntime.Object, error) {
-		u, ok := a.(k8stesting.UpdateAction).GetObject().(*unstructured.Unstructured)
-		if ok && a.GetSubresource() == "status" && u.GetName() == "rdma-shared" {
-			n, _, _ := unstructured.NestedInt64(u.Object, "status", "allocatedShares")
-			shares <- n
+	rdma.PrependReactor("update", v1alpha1.RdmaPoolResource, func(a k8stesting.Action) (bool, kruntime.Object, error) {
+		p, ok := a.(k8stesting.UpdateAction).GetObject().(*v1alpha1.RdmaPool)
+		if ok && a.GetSubresource() == "status" && p.Name == "rdma-shared" {
+			shares <- p.Status.AllocatedShares
 		}
 		return false, nil, nil
 	})
 
 	base := heapInUse()
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logr.Discard()))
-	c := New(devicemodel.DefaultDriverName, kube, dyn, NewMetrics())
+	c := New(devicemodel.DefaultDriverName, kube, rdma, NewMetrics())
 	done := make(chan error, 1)
 	goroutines := runtime.NumGoroutine()
 	go func() { done <- c.Run(ctx, 2) }()
@@ -276,24 +272,12 @@ func benchInventory(b *testing.B) *discovery.Inventory {
 }
 
 // benchPools are the chart's default pools and a RoCE pool that none of the ports is in.
-func benchPools(b *testing.B) []kruntime.Object {
-	b.Helper()
+func benchPools() []kruntime.Object {
 	roce := newPool("roce-shared", v1alpha1.PoolModeShared, t0)
 	roce.Spec.Selectors.LinkTypes = []v1alpha1.LinkType{"ETH"}
-	var out []kruntime.Object
-	for _, p := range []*v1alpha1.RdmaPool{
+	return []kruntime.Object{
 		newPool("rdma-shared", v1alpha1.PoolModeShared, t0),
 		newPool("rdma-exclusive", v1alpha1.PoolModeExclusive, t0),
 		roce,
-	} {
-		obj, err := kruntime.DefaultUnstructuredConverter.ToUnstructured(p)
-		if err != nil {
-			b.Fatal(err)
-		}
-		u := &unstructured.Unstructured{Object: obj}
-		u.SetAPIVersion(v1alpha1.SchemeGroupVersion.String())
-		u.SetKind(v1alpha1.RdmaPoolKind)
-		out = append(out, u)
 	}
-	return out
 }

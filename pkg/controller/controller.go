@@ -9,13 +9,11 @@ import (
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	resourcelisters "k8s.io/client-go/listers/resource/v1"
@@ -24,6 +22,9 @@ import (
 	"k8s.io/klog/v2"
 
 	v1alpha1 "github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/client/clientset/versioned"
+	rdmainformers "github.com/rdma-dra/rdma-dra-driver/pkg/client/informers/externalversions"
+	rdmalisters "github.com/rdma-dra/rdma-dra-driver/pkg/client/listers/rdma.dra.io/v1alpha1"
 )
 
 // usageDelay batches status updates: slices and claims change in bursts (a node
@@ -34,10 +35,10 @@ const usageDelay = time.Second
 type Controller struct {
 	driverName string
 	kube       kubernetes.Interface
-	poolClient *poolClient
+	rdma       versioned.Interface
 	metrics    *Metrics
 
-	pools   *poolLister
+	pools   rdmalisters.RdmaPoolLister
 	classes resourcelisters.DeviceClassLister
 
 	// index is the slices and claims, kept by the informers' handlers; cel the
@@ -49,21 +50,25 @@ type Controller struct {
 	queue                                                     workqueue.TypedRateLimitingInterface[string]
 }
 
-// New wires a controller to the API: informers on RdmaPools, this controller's
-// DeviceClasses, the driver's ResourceSlices and all ResourceClaims.
-func New(driverName string, kube kubernetes.Interface, dyn dynamic.Interface, metrics *Metrics) *Controller {
+// PoolResource is the API resource of RdmaPools.
+var PoolResource = v1alpha1.SchemeGroupVersion.WithResource(v1alpha1.RdmaPoolResource)
+
+// New wires a controller to the API: informers on RdmaPools (through rdma, the generated
+// clientset of pkg/client), this controller's DeviceClasses, the driver's ResourceSlices
+// and all ResourceClaims.
+func New(driverName string, kube kubernetes.Interface, rdma versioned.Interface, metrics *Metrics) *Controller {
 	c := &Controller{
 		driverName: driverName,
 		kube:       kube,
-		poolClient: newPoolClient(dyn),
+		rdma:       rdma,
 		metrics:    metrics,
 		index:      newIndex(driverName),
 		cel:        newCELCache(driverName),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "rdmapools"}),
 	}
-	c.poolInformer = cache.NewSharedIndexInformer(c.poolClient.listWatch(), &v1alpha1.RdmaPool{}, 0, cache.Indexers{})
-	c.pools = &poolLister{indexer: c.poolInformer.GetIndexer()}
+	pools := rdmainformers.NewSharedInformerFactory(rdma, 0).Rdma().V1alpha1().RdmaPools()
+	c.poolInformer, c.pools = pools.Informer(), pools.Lister()
 
 	factory := informers.NewSharedInformerFactory(kube, 0)
 	classes := factory.Resource().V1().DeviceClasses()
@@ -144,8 +149,9 @@ func handler(f func(obj any, deleted bool)) cache.ResourceEventHandler {
 }
 
 func (c *Controller) enqueueAll() {
-	for _, name := range c.pools.names() {
-		c.queue.Add(name)
+	pools, _ := c.pools.List(labels.Everything())
+	for _, p := range pools {
+		c.queue.Add(p.Name)
 	}
 }
 
@@ -208,32 +214,4 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	}
 	c.queue.Forget(name)
 	return true
-}
-
-// poolLister reads typed pools from the informer's cache.
-type poolLister struct {
-	indexer cache.Indexer
-}
-
-func (l *poolLister) Get(name string) (*v1alpha1.RdmaPool, error) {
-	obj, ok, err := l.indexer.GetByKey(name)
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		return nil, apierrors.NewNotFound(PoolResource.GroupResource(), name)
-	}
-	return obj.(*v1alpha1.RdmaPool), nil
-}
-
-func (l *poolLister) List() ([]*v1alpha1.RdmaPool, error) {
-	var out []*v1alpha1.RdmaPool
-	for _, obj := range l.indexer.List() {
-		out = append(out, obj.(*v1alpha1.RdmaPool))
-	}
-	return out, nil
-}
-
-func (l *poolLister) names() []string {
-	return l.indexer.ListKeys()
 }

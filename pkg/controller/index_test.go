@@ -270,7 +270,7 @@ func TestSyncCompilesOnce(t *testing.T) {
 		if err := h.sync("p"); err != nil {
 			t.Fatal(err)
 		}
-		if err := h.dyn.Resource(PoolResource).Delete(h.ctx, "p", metav1.DeleteOptions{}); err != nil {
+		if err := h.rdma.RdmaV1alpha1().RdmaPools().Delete(h.ctx, "p", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if err := h.sync("p"); err != nil {

@@ -171,7 +171,7 @@ func (c *Controller) extendedResourceHolder(pool *v1alpha1.RdmaPool, name string
 			return "DeviceClass " + class.Name
 		}
 	}
-	pools, _ := c.pools.List()
+	pools, _ := c.pools.List(labels.Everything())
 	older := func(a, b *v1alpha1.RdmaPool) bool {
 		return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time), cmp.Compare(a.Name, b.Name)) < 0
 	}
@@ -274,7 +274,7 @@ func (c *Controller) writeStatus(ctx context.Context, pool *v1alpha1.RdmaPool, c
 	}
 	update := pool.DeepCopy()
 	update.Status = status
-	if _, err := c.poolClient.UpdateStatus(ctx, update); err != nil {
+	if _, err := c.rdma.RdmaV1alpha1().RdmaPools().UpdateStatus(ctx, update, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("update status: %w", err)
 	}
 	return nil
