@@ -38,7 +38,7 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 10s)
 bench: bench-report ## the performance report: docs/benchmarks.md and _output/bench/results.json (BENCH_SMOKE=1: a quick check of the harness)
 
 .PHONY: bench-micro
-bench-micro: ## Go micro-benchmarks of discovery, the device model, CDI specs and prepare
+bench-micro: ## Go micro-benchmarks of discovery, the device model, CDI specs, prepare and the controller at 1,000 nodes
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/...
 
 .PHONY: lint

@@ -9,12 +9,11 @@ import (
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	resourcelisters "k8s.io/client-go/listers/resource/v1"
@@ -23,6 +22,9 @@ import (
 	"k8s.io/klog/v2"
 
 	v1alpha1 "github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/client/clientset/versioned"
+	rdmainformers "github.com/rdma-dra/rdma-dra-driver/pkg/client/informers/externalversions"
+	rdmalisters "github.com/rdma-dra/rdma-dra-driver/pkg/client/listers/rdma.dra.io/v1alpha1"
 )
 
 // usageDelay batches status updates: slices and claims change in bursts (a node
@@ -33,100 +35,151 @@ const usageDelay = time.Second
 type Controller struct {
 	driverName string
 	kube       kubernetes.Interface
-	poolClient *poolClient
+	rdma       versioned.Interface
 	metrics    *Metrics
 
-	pools   *poolLister
+	pools   rdmalisters.RdmaPoolLister
 	classes resourcelisters.DeviceClassLister
-	slices  resourcelisters.ResourceSliceLister
-	claims  resourcelisters.ResourceClaimLister
 
-	informers []cache.SharedIndexInformer
-	queue     workqueue.TypedRateLimitingInterface[string]
+	// index is the slices and claims, kept by the informers' handlers; cel the
+	// pools' compiled selectors.
+	index *index
+	cel   *celCache
+
+	poolInformer, classInformer, sliceInformer, claimInformer cache.SharedIndexInformer
+	queue                                                     workqueue.TypedRateLimitingInterface[string]
 }
 
-// New wires a controller to the API: informers on RdmaPools, this controller's
-// DeviceClasses, the driver's ResourceSlices and all ResourceClaims.
-func New(driverName string, kube kubernetes.Interface, dyn dynamic.Interface, metrics *Metrics) *Controller {
+// PoolResource is the API resource of RdmaPools.
+var PoolResource = v1alpha1.SchemeGroupVersion.WithResource(v1alpha1.RdmaPoolResource)
+
+// New wires a controller to the API: informers on RdmaPools (through rdma, the generated
+// clientset of pkg/client), this controller's DeviceClasses, the driver's ResourceSlices
+// and all ResourceClaims.
+func New(driverName string, kube kubernetes.Interface, rdma versioned.Interface, metrics *Metrics) *Controller {
 	c := &Controller{
 		driverName: driverName,
 		kube:       kube,
-		poolClient: newPoolClient(dyn),
+		rdma:       rdma,
 		metrics:    metrics,
+		index:      newIndex(driverName),
+		cel:        newCELCache(driverName),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "rdmapools"}),
 	}
-	poolInformer := cache.NewSharedIndexInformer(c.poolClient.listWatch(), &v1alpha1.RdmaPool{}, 0, cache.Indexers{})
-	c.pools = &poolLister{indexer: poolInformer.GetIndexer()}
+	pools := rdmainformers.NewSharedInformerFactory(rdma, 0).Rdma().V1alpha1().RdmaPools()
+	c.poolInformer, c.pools = pools.Informer(), pools.Lister()
 
 	factory := informers.NewSharedInformerFactory(kube, 0)
-	classInformer := factory.Resource().V1().DeviceClasses()
-	sliceInformer := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+	classes := factory.Resource().V1().DeviceClasses()
+	c.classInformer, c.classes = classes.Informer(), classes.Lister()
+	c.sliceInformer = informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = resourceapi.ResourceSliceSelectorDriver + "=" + driverName
-	})).Resource().V1().ResourceSlices()
-	claimInformer := factory.Resource().V1().ResourceClaims()
-	c.classes, c.slices, c.claims = classInformer.Lister(), sliceInformer.Lister(), claimInformer.Lister()
-
-	// Pools are few: any change of one may change another's extended resource name
-	// conflict, so every pool is looked at again.
-	onPool := handler(func(any) { c.enqueueAll(0) })
-	onClass := handler(func(obj any) {
-		if class, ok := obj.(*resourceapi.DeviceClass); ok {
-			c.queue.Add(class.Name)
-			if class.Spec.ExtendedResourceName != nil {
-				c.enqueueAll(0)
-			}
-		}
-	})
-	onUsage := handler(func(any) { c.enqueueAll(usageDelay) })
-	for _, reg := range []struct {
-		inf cache.SharedIndexInformer
-		h   cache.ResourceEventHandler
-	}{
-		{poolInformer, onPool},
-		{classInformer.Informer(), onClass},
-		{sliceInformer.Informer(), onUsage},
-		{claimInformer.Informer(), onUsage},
-	} {
-		_, _ = reg.inf.AddEventHandler(reg.h)
-		c.informers = append(c.informers, reg.inf)
-	}
+	})).Resource().V1().ResourceSlices().Informer()
+	c.claimInformer = factory.Resource().V1().ResourceClaims().Informer()
 	return c
 }
 
-// handler calls f for every add, update and delete, with tombstones unwrapped.
-func handler(f func(obj any)) cache.ResourceEventHandler {
+// registration is an informer and its event handler.
+type registration struct {
+	informer cache.SharedIndexInformer
+	handler  cache.ResourceEventHandler
+}
+
+// handlers are the event handlers of the four informers. Pools are few: any change of
+// one may change another's extended resource name conflict, so every pool is looked at
+// again. A slice or claim event enqueues only the pools whose counts it can change.
+func (c *Controller) handlers(ctx context.Context) []registration {
+	return []registration{
+		{c.poolInformer, handler(func(any, bool) { c.enqueueAll() })},
+		{c.classInformer, handler(func(obj any, _ bool) {
+			if class, ok := obj.(*resourceapi.DeviceClass); ok {
+				c.queue.Add(class.Name)
+				if class.Spec.ExtendedResourceName != nil {
+					c.enqueueAll()
+				}
+			}
+		})},
+		{c.sliceInformer, handler(func(obj any, deleted bool) { c.onSlice(ctx, obj, deleted) })},
+		{c.claimInformer, handler(func(obj any, deleted bool) { c.onClaim(ctx, obj, deleted) })},
+	}
+}
+
+// onSlice indexes a slice and enqueues, after usageDelay, the pools it can change
+// (index.updateSlice).
+func (c *Controller) onSlice(ctx context.Context, obj any, deleted bool) {
+	s, ok := obj.(*resourceapi.ResourceSlice)
+	if !ok {
+		return
+	}
+	name := s.Name
+	if deleted {
+		s = nil
+	}
+	c.enqueueUsage(c.index.updateSlice(ctx, name, s))
+}
+
+// onClaim indexes a claim's allocation and enqueues, after usageDelay, the pools it can
+// change (index.updateClaim).
+func (c *Controller) onClaim(ctx context.Context, obj any, deleted bool) {
+	claim, ok := obj.(*resourceapi.ResourceClaim)
+	if !ok {
+		return
+	}
+	key := claim.Namespace + "/" + claim.Name
+	if deleted {
+		claim = nil
+	}
+	c.enqueueUsage(c.index.updateClaim(ctx, key, claim))
+}
+
+// handler calls f for every add, update and delete, with the new object (the last
+// known for a delete, tombstones unwrapped) and whether it was deleted.
+func handler(f func(obj any, deleted bool)) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    f,
-		UpdateFunc: func(_, obj any) { f(obj) },
+		AddFunc:    func(obj any) { f(obj, false) },
+		UpdateFunc: func(_, obj any) { f(obj, false) },
 		DeleteFunc: func(obj any) {
 			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = t.Obj
 			}
-			f(obj)
+			f(obj, true)
 		},
 	}
 }
 
-func (c *Controller) enqueueAll(after time.Duration) {
-	for _, name := range c.pools.names() {
-		c.queue.AddAfter(name, after)
+func (c *Controller) enqueueAll() {
+	pools, _ := c.pools.List(labels.Everything())
+	for _, p := range pools {
+		c.queue.Add(p.Name)
 	}
 }
 
-// Run starts the informers, waits for their caches and processes the queue with
-// workers goroutines until ctx ends.
+func (c *Controller) enqueueUsage(pools sets.Set[string]) {
+	for name := range pools {
+		c.queue.AddAfter(name, usageDelay)
+	}
+}
+
+// Run starts the informers, waits until their caches are synced and their handlers have
+// seen every object, and processes the queue with workers goroutines until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) error {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	defer c.queue.ShutDown()
 	logger := klog.FromContext(ctx)
-	for _, inf := range c.informers {
+	var synced []cache.InformerSynced
+	for _, r := range c.handlers(ctx) {
+		reg, err := r.informer.AddEventHandler(r.handler)
+		if err != nil {
+			return fmt.Errorf("add event handler: %w", err)
+		}
+		synced = append(synced, reg.HasSynced)
+	}
+	for _, inf := range []cache.SharedIndexInformer{c.poolInformer, c.classInformer, c.sliceInformer, c.claimInformer} {
 		go inf.RunWithContext(ctx)
 	}
-	synced := make([]cache.InformerSynced, len(c.informers))
-	for i, inf := range c.informers {
-		synced[i] = inf.HasSynced
-	}
+	// The index is built by the handlers, so the workers wait for them, not only for
+	// the informers' stores.
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return fmt.Errorf("wait for caches: %w", ctx.Err())
 	}
@@ -154,56 +207,11 @@ func (c *Controller) processNext(ctx context.Context) bool {
 		return false
 	}
 	defer c.queue.Done(name)
-	inv, err := c.inventory()
-	if err == nil {
-		err = c.sync(ctx, name, inv)
-	}
-	if err != nil {
+	if err := c.sync(ctx, name); err != nil {
 		klog.FromContext(ctx).Error(err, "Sync failed, retrying", "pool", name)
 		c.queue.AddRateLimited(name)
 		return true
 	}
 	c.queue.Forget(name)
 	return true
-}
-
-// inventory indexes the cached slices and claims.
-func (c *Controller) inventory() (*Inventory, error) {
-	slices, err := c.slices.List(labels.Everything())
-	if err != nil {
-		return nil, fmt.Errorf("list ResourceSlices: %w", err)
-	}
-	claims, err := c.claims.List(labels.Everything())
-	if err != nil {
-		return nil, fmt.Errorf("list ResourceClaims: %w", err)
-	}
-	return NewInventory(c.driverName, slices, claims), nil
-}
-
-// poolLister reads typed pools from the informer's cache.
-type poolLister struct {
-	indexer cache.Indexer
-}
-
-func (l *poolLister) Get(name string) (*v1alpha1.RdmaPool, error) {
-	obj, ok, err := l.indexer.GetByKey(name)
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		return nil, apierrors.NewNotFound(PoolResource.GroupResource(), name)
-	}
-	return obj.(*v1alpha1.RdmaPool), nil
-}
-
-func (l *poolLister) List() ([]*v1alpha1.RdmaPool, error) {
-	var out []*v1alpha1.RdmaPool
-	for _, obj := range l.indexer.List() {
-		out = append(out, obj.(*v1alpha1.RdmaPool))
-	}
-	return out, nil
-}
-
-func (l *poolLister) names() []string {
-	return l.indexer.ListKeys()
 }

@@ -41,12 +41,14 @@ type condition struct {
 
 // sync brings the DeviceClass of the pool called name in line with the pool and writes
 // the pool's status. It is idempotent and reads everything from the caches.
-func (c *Controller) sync(ctx context.Context, name string, inv *Inventory) error {
+func (c *Controller) sync(ctx context.Context, name string) error {
 	logger := klog.FromContext(ctx).WithValues("pool", name)
 	ctx = klog.NewContext(ctx, logger)
 	pool, err := c.pools.Get(name)
 	if apierrors.IsNotFound(err) {
 		c.metrics.forget(name)
+		c.index.forget(name)
+		c.cel.forget(name)
 		return c.deleteClass(ctx, name)
 	}
 	if err != nil {
@@ -93,11 +95,16 @@ func (c *Controller) sync(ctx context.Context, name string, inv *Inventory) erro
 	}
 
 	var usage Usage
+	classExpr := ""
 	if existing != nil && len(existing.Spec.Selectors) == 1 && existing.Spec.Selectors[0].CEL != nil {
-		prog, err := CompileSelector(existing.Spec.Selectors[0].CEL.Expression)
-		if err == nil {
-			usage = inv.Usage(ctx, pool.Spec.Mode, prog)
-		}
+		classExpr = existing.Spec.Selectors[0].CEL.Expression
+	}
+	// Without a class of its own, or with one whose selector does not compile, the
+	// pool counts nothing, and events need not enqueue it.
+	if prog, err := c.cel.class(name, classExpr); classExpr == "" || err != nil {
+		c.index.forget(name)
+	} else {
+		usage = c.index.usage(ctx, name, pool.Spec.Mode, prog)
 	}
 	className := ""
 	if existing != nil {
@@ -122,10 +129,7 @@ func (c *Controller) desiredClass(pool *v1alpha1.RdmaPool) (*resourceapi.DeviceC
 		}
 		return nil, &condition{reason: reason, message: errs.ToAggregate().Error()}
 	}
-	expr, err := PoolCEL(c.driverName, &pool.Spec)
-	if err == nil {
-		_, err = CompileSelector(expr)
-	}
+	expr, err := c.cel.desired(pool)
 	if err != nil {
 		return nil, &condition{reason: v1alpha1.ReasonInvalidSelector, message: "CEL selector: " + err.Error()}
 	}
@@ -167,7 +171,7 @@ func (c *Controller) extendedResourceHolder(pool *v1alpha1.RdmaPool, name string
 			return "DeviceClass " + class.Name
 		}
 	}
-	pools, _ := c.pools.List()
+	pools, _ := c.pools.List(labels.Everything())
 	older := func(a, b *v1alpha1.RdmaPool) bool {
 		return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time), cmp.Compare(a.Name, b.Name)) < 0
 	}
@@ -270,7 +274,7 @@ func (c *Controller) writeStatus(ctx context.Context, pool *v1alpha1.RdmaPool, c
 	}
 	update := pool.DeepCopy()
 	update.Status = status
-	if _, err := c.poolClient.UpdateStatus(ctx, update); err != nil {
+	if _, err := c.rdma.RdmaV1alpha1().RdmaPools().UpdateStatus(ctx, update, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("update status: %w", err)
 	}
 	return nil

@@ -13,11 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	apiresource "k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/kubernetes/fake"
 	resourcelisters "k8s.io/client-go/listers/resource/v1"
 	"k8s.io/client-go/tools/cache"
@@ -25,6 +23,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
+	rdmafake "github.com/rdma-dra/rdma-dra-driver/pkg/client/clientset/versioned/fake"
+	rdmalisters "github.com/rdma-dra/rdma-dra-driver/pkg/client/listers/rdma.dra.io/v1alpha1"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
 )
 
@@ -35,33 +35,35 @@ type harness struct {
 	ctx     context.Context
 	c       *Controller
 	kube    *fake.Clientset
-	dyn     *dynamicfake.FakeDynamicClient
+	rdma    *rdmafake.Clientset
 	indexes map[string]cache.Indexer
+	// indexed are the slices and claims the index has, as slice/<name> and
+	// claim/<namespace>/<name>.
+	indexed sets.Set[string]
 }
 
 func newHarness(t *testing.T, kubeObjs ...runtime.Object) *harness {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{PoolResource: "RdmaPoolList"})
-	h := &harness{t: t, ctx: ctx, kube: fake.NewClientset(kubeObjs...), dyn: dyn, indexes: map[string]cache.Indexer{}}
-	for _, kind := range []string{"pools", "classes", "slices", "claims"} {
+	h := &harness{t: t, ctx: ctx, kube: fake.NewClientset(kubeObjs...), rdma: rdmafake.NewSimpleClientset(), indexes: map[string]cache.Indexer{}}
+	for _, kind := range []string{"pools", "classes"} {
 		h.indexes[kind] = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	}
 	h.c = &Controller{
 		driverName: devicemodel.DefaultDriverName,
 		kube:       h.kube,
-		poolClient: newPoolClient(dyn),
+		rdma:       h.rdma,
 		metrics:    NewMetrics(),
-		pools:      &poolLister{indexer: h.indexes["pools"]},
+		pools:      rdmalisters.NewRdmaPoolLister(h.indexes["pools"]),
 		classes:    resourcelisters.NewDeviceClassLister(h.indexes["classes"]),
-		slices:     resourcelisters.NewResourceSliceLister(h.indexes["slices"]),
-		claims:     resourcelisters.NewResourceClaimLister(h.indexes["claims"]),
+		index:      newIndex(devicemodel.DefaultDriverName),
+		cel:        newCELCache(devicemodel.DefaultDriverName),
 	}
 	return h
 }
 
-// refresh replaces the caches with what the fake clients hold.
+// refresh replaces the caches with what the fake clients hold, and the index with one
+// the informers' handlers would build of it.
 func (h *harness) refresh() {
 	h.t.Helper()
 	ctx := h.ctx
@@ -71,12 +73,12 @@ func (h *harness) refresh() {
 		}
 	}
 	var objs []any
-	pools, err := h.c.poolClient.listWatch().ListWithContextFunc(ctx, metav1.ListOptions{})
+	pools, err := h.rdma.RdmaV1alpha1().RdmaPools().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	for i := range pools.(*v1alpha1.RdmaPoolList).Items {
-		objs = append(objs, &pools.(*v1alpha1.RdmaPoolList).Items[i])
+	for i := range pools.Items {
+		objs = append(objs, &pools.Items[i])
 	}
 	replace("pools", objs)
 	classes, _ := h.kube.ResourceV1().DeviceClasses().List(ctx, metav1.ListOptions{})
@@ -85,60 +87,55 @@ func (h *harness) refresh() {
 		objs = append(objs, &classes.Items[i])
 	}
 	replace("classes", objs)
+	// The index gets the events the informers would deliver: every object again (an
+	// update without changes enqueues nothing) and a delete for what is gone.
 	slices, _ := h.kube.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
-	objs = nil
+	gone := h.indexed
+	h.indexed = sets.New[string]()
 	for i := range slices.Items {
-		objs = append(objs, &slices.Items[i])
+		h.c.index.updateSlice(ctx, slices.Items[i].Name, &slices.Items[i])
+		h.indexed.Insert("slice/" + slices.Items[i].Name)
 	}
-	replace("slices", objs)
 	claims, _ := h.kube.ResourceV1().ResourceClaims("").List(ctx, metav1.ListOptions{})
-	objs = nil
 	for i := range claims.Items {
-		objs = append(objs, &claims.Items[i])
+		key := claims.Items[i].Namespace + "/" + claims.Items[i].Name
+		h.c.index.updateClaim(ctx, key, &claims.Items[i])
+		h.indexed.Insert("claim/" + key)
 	}
-	replace("claims", objs)
+	for key := range gone.Difference(h.indexed) {
+		if kind, name, _ := strings.Cut(key, "/"); kind == "slice" {
+			h.c.index.updateSlice(ctx, name, nil)
+		} else {
+			h.c.index.updateClaim(ctx, name, nil)
+		}
+	}
 }
 
 // sync refreshes the caches and syncs one pool.
 func (h *harness) sync(name string) error {
 	h.t.Helper()
 	h.refresh()
-	inv, err := h.c.inventory()
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return h.c.sync(h.ctx, name, inv)
+	return h.c.sync(h.ctx, name)
 }
 
 func (h *harness) putPool(pool *v1alpha1.RdmaPool) {
 	h.t.Helper()
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(pool)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	u := &unstructured.Unstructured{Object: obj}
-	u.SetAPIVersion(v1alpha1.SchemeGroupVersion.String())
-	u.SetKind(v1alpha1.RdmaPoolKind)
-	client := h.dyn.Resource(PoolResource)
+	client := h.rdma.RdmaV1alpha1().RdmaPools()
 	if _, err := client.Get(h.ctx, pool.Name, metav1.GetOptions{}); err == nil {
-		_, err = client.Update(h.ctx, u, metav1.UpdateOptions{})
+		_, err = client.Update(h.ctx, pool, metav1.UpdateOptions{})
 		if err != nil {
 			h.t.Fatal(err)
 		}
 		return
 	}
-	if _, err := client.Create(h.ctx, u, metav1.CreateOptions{}); err != nil {
+	if _, err := client.Create(h.ctx, pool, metav1.CreateOptions{}); err != nil {
 		h.t.Fatal(err)
 	}
 }
 
 func (h *harness) pool(name string) *v1alpha1.RdmaPool {
 	h.t.Helper()
-	u, err := h.dyn.Resource(PoolResource).Get(h.ctx, name, metav1.GetOptions{})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	p, err := fromUnstructured(u)
+	p, err := h.rdma.RdmaV1alpha1().RdmaPools().Get(h.ctx, name, metav1.GetOptions{})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -242,18 +239,18 @@ func TestSyncCreatesUpdatesAndDeletesTheClass(t *testing.T) {
 
 	// Another sync without changes writes nothing.
 	h.kube.ClearActions()
-	h.dyn.ClearActions()
+	h.rdma.ClearActions()
 	if err := h.sync("rdma-shared"); err != nil {
 		t.Fatal(err)
 	}
-	for _, a := range append(h.kube.Actions(), h.dyn.Actions()...) {
+	for _, a := range append(h.kube.Actions(), h.rdma.Actions()...) {
 		if a.GetVerb() != "get" && a.GetVerb() != "list" {
 			t.Errorf("unexpected %s %s on a sync without changes", a.GetVerb(), a.GetResource().Resource)
 		}
 	}
 
 	// Deleting the pool deletes its class.
-	if err := h.dyn.Resource(PoolResource).Delete(h.ctx, "rdma-shared", metav1.DeleteOptions{}); err != nil {
+	if err := h.rdma.RdmaV1alpha1().RdmaPools().Delete(h.ctx, "rdma-shared", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.sync("rdma-shared"); err != nil {
@@ -282,7 +279,7 @@ func TestSyncLeavesForeignClassesAlone(t *testing.T) {
 		t.Errorf("foreign class was changed: %+v", got)
 	}
 	// Deleting the pool does not delete someone else's class either.
-	_ = h.dyn.Resource(PoolResource).Delete(h.ctx, "rdma-exclusive", metav1.DeleteOptions{})
+	_ = h.rdma.RdmaV1alpha1().RdmaPools().Delete(h.ctx, "rdma-exclusive", metav1.DeleteOptions{})
 	if err := h.sync("rdma-exclusive"); err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +315,7 @@ func TestSyncExtendedResourceNameConflict(t *testing.T) {
 		t.Errorf("older pool Ready %+v", c)
 	}
 	// The older pool goes away: the younger one gets the name.
-	_ = h.dyn.Resource(PoolResource).Delete(h.ctx, "ib-shared", metav1.DeleteOptions{})
+	_ = h.rdma.RdmaV1alpha1().RdmaPools().Delete(h.ctx, "ib-shared", metav1.DeleteOptions{})
 	if err := h.sync("ib-shared"); err != nil {
 		t.Fatal(err)
 	}

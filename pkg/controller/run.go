@@ -11,7 +11,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
@@ -22,6 +21,7 @@ import (
 	"github.com/rdma-dra/rdma-dra-driver/internal/cliflags"
 	"github.com/rdma-dra/rdma-dra-driver/internal/httpserve"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/certfile"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/client/clientset/versioned"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/metricsauth"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/webhook"
@@ -129,9 +129,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("create client: %w", err)
 	}
-	dyn, err := dynamic.NewForConfig(restCfg)
+	rdma, err := versioned.NewForConfig(restCfg)
 	if err != nil {
-		return fmt.Errorf("create dynamic client: %w", err)
+		return fmt.Errorf("create RdmaPool client: %w", err)
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -176,7 +176,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 
-	c := New(cfg.DriverName, kube, dyn, metrics)
+	c := New(cfg.DriverName, kube, rdma, metrics)
 	run := func(ctx context.Context) {
 		if err := c.Run(ctx, cfg.Workers); err != nil {
 			cancel(err)

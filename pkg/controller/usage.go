@@ -5,8 +5,8 @@ import (
 	"fmt"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	dracel "k8s.io/dynamic-resource-allocation/cel"
-	"k8s.io/klog/v2"
 
 	v1alpha1 "github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
@@ -31,92 +31,16 @@ type portKey struct {
 
 // publishedDevice is one device of the driver in the current ResourceSlices.
 type publishedDevice struct {
-	key    deviceKey
-	port   portKey
-	node   string
-	cel    dracel.Device
+	key  deviceKey
+	port portKey
+	node string
+	cel  dracel.Device
+	// raw is the device in the informer's slice, which nobody modifies.
+	raw    *resourceapi.Device
 	shared bool
 	// shares is the device's rdma.dra.io/shares capacity; 1 for a legacy single-share
 	// device, 0 for an exclusive device.
 	shares int64
-}
-
-// Inventory is the driver's published devices and their allocations, indexed once and
-// shared by the status of every pool.
-type Inventory struct {
-	devices []publishedDevice
-	// consumed is the shares (or 1) allocated per device, summed over all claims.
-	consumed map[deviceKey]int64
-	// exclusiveBusy and sharedBusy say which ports have an allocated exclusive or
-	// shared device: either one blocks the other mode (the shared counter).
-	exclusiveBusy, sharedBusy map[portKey]bool
-}
-
-// NewInventory indexes the ResourceSlices and ResourceClaims of driverName. Only the
-// newest generation of each resource pool counts, like in the scheduler.
-func NewInventory(driverName string, slices []*resourceapi.ResourceSlice, claims []*resourceapi.ResourceClaim) *Inventory {
-	newest := map[string]int64{}
-	for _, s := range slices {
-		if s.Spec.Driver == driverName && s.Spec.Pool.Generation > newest[s.Spec.Pool.Name] {
-			newest[s.Spec.Pool.Name] = s.Spec.Pool.Generation
-		}
-	}
-	inv := &Inventory{consumed: map[deviceKey]int64{}, exclusiveBusy: map[portKey]bool{}, sharedBusy: map[portKey]bool{}}
-	byKey := map[deviceKey]*publishedDevice{}
-	for _, s := range slices {
-		if s.Spec.Driver != driverName || s.Spec.Pool.Generation != newest[s.Spec.Pool.Name] {
-			continue
-		}
-		node := s.Spec.Pool.Name
-		if s.Spec.NodeName != nil {
-			node = *s.Spec.NodeName
-		}
-		for i := range s.Spec.Devices {
-			d := &s.Spec.Devices[i]
-			pd := publishedDevice{
-				key:  deviceKey{pool: s.Spec.Pool.Name, device: d.Name},
-				port: devicePort(driverName, s.Spec.Pool.Name, d),
-				node: node,
-				cel:  celDevice(driverName, d),
-			}
-			if mode, _ := devicemodel.LookupAttribute(driverName, d, attrQualified(attrMode)); mode.StringValue != nil && *mode.StringValue == string(devicemodel.ModeShared) {
-				pd.shared = true
-				pd.shares = 1
-				if c, ok := d.Capacity[devicemodel.SharesCapacity]; ok {
-					pd.shares = c.Value.Value()
-				}
-			}
-			inv.devices = append(inv.devices, pd)
-		}
-	}
-	for i := range inv.devices {
-		byKey[inv.devices[i].key] = &inv.devices[i]
-	}
-	for _, claim := range claims {
-		if claim.Status.Allocation == nil {
-			continue
-		}
-		for _, r := range claim.Status.Allocation.Devices.Results {
-			if r.Driver != driverName {
-				continue
-			}
-			d, ok := byKey[deviceKey{pool: r.Pool, device: r.Device}]
-			if !ok {
-				continue // allocated from a slice that is gone or not yet seen
-			}
-			amount := int64(1)
-			if q, ok := r.ConsumedCapacity[devicemodel.SharesCapacity]; ok {
-				amount = q.Value()
-			}
-			inv.consumed[d.key] += amount
-			if d.shared {
-				inv.sharedBusy[d.port] = true
-			} else {
-				inv.exclusiveBusy[d.port] = true
-			}
-		}
-	}
-	return inv
 }
 
 // devicePort returns the port a device hands out, from its ibdev and port attributes;
@@ -135,51 +59,78 @@ func attrQualified(a celAttribute) resourceapi.QualifiedName {
 	return resourceapi.QualifiedName(a.domain + "/" + a.id)
 }
 
-// Usage counts what the selector selects and what of it is allocated. A device the
-// selector cannot be evaluated on is skipped and logged: the scheduler would fail on it
-// as well, and the count should not hide the rest.
-func (inv *Inventory) Usage(ctx context.Context, mode v1alpha1.PoolMode, selector dracel.CompilationResult) Usage {
-	logger := klog.FromContext(ctx)
-	var u Usage
-	nodes := map[string]bool{}
-	ports := map[portKey]bool{}
-	allocatedPorts := map[portKey]bool{}
-	var freeShares int64
-	for i := range inv.devices {
-		d := &inv.devices[i]
-		ok, _, err := selector.DeviceMatches(ctx, d.cel)
-		if err != nil {
-			logger.V(2).Info("Pool selector fails on a device", "pool", d.key.pool, "device", d.key.device, "err", err)
-			continue
-		}
-		if !ok {
-			continue
-		}
-		nodes[d.node] = true
-		ports[d.port] = true
-		consumed := inv.consumed[d.key]
-		if consumed > 0 {
-			allocatedPorts[d.port] = true
-		}
-		if d.shared {
-			u.Shares += d.shares
-			u.AllocatedShares += consumed
-			if !inv.exclusiveBusy[d.port] {
-				freeShares += max(d.shares-consumed, 0)
+// counter adds up a pool's usage over resource pools.
+type counter struct {
+	u                     Usage
+	nodes                 sets.Set[string]
+	ports, allocatedPorts sets.Set[portKey]
+	freeShares, freePorts int64
+}
+
+// addResourcePool counts the devices of one resource pool's visible slices that sel
+// selects. The ports busy in either mode come from every visible device, selected or
+// not: the two devices of a port share one counter, so an allocation of either blocks
+// the other mode.
+func (c *counter) addResourcePool(ctx context.Context, idx *index, pool string, sel *selection, vis []*indexedSlice) {
+	if c.nodes == nil {
+		c.nodes, c.ports, c.allocatedPorts = sets.New[string](), sets.New[portKey](), sets.New[portKey]()
+	}
+	var exclusiveBusy, sharedBusy sets.Set[portKey]
+	for _, s := range vis {
+		for i := range s.devices {
+			d := &s.devices[i]
+			if idx.results[d.key] == 0 {
+				continue
+			}
+			if d.shared {
+				sharedBusy = insert(sharedBusy, d.port)
+			} else {
+				exclusiveBusy = insert(exclusiveBusy, d.port)
 			}
 		}
 	}
-	u.Nodes, u.Ports, u.AllocatedPorts = int32(len(nodes)), int32(len(ports)), int32(len(allocatedPorts))
-	if mode == v1alpha1.PoolModeShared {
-		u.Allocated, u.Free = u.AllocatedShares, freeShares
-		return u
-	}
-	u.Allocated = int64(u.AllocatedPorts)
-	for p := range ports {
-		if !inv.exclusiveBusy[p] && !inv.sharedBusy[p] {
-			u.Free++
+	for _, s := range vis {
+		for _, i := range sel.matchesOf(ctx, pool, s) {
+			d := &s.devices[i]
+			c.nodes.Insert(d.node)
+			if !c.ports.Has(d.port) {
+				c.ports.Insert(d.port)
+				if !exclusiveBusy.Has(d.port) && !sharedBusy.Has(d.port) {
+					c.freePorts++
+				}
+			}
+			consumed := idx.consumed[d.key]
+			if consumed > 0 {
+				c.allocatedPorts.Insert(d.port)
+			}
+			if d.shared {
+				c.u.Shares += d.shares
+				c.u.AllocatedShares += consumed
+				if !exclusiveBusy.Has(d.port) {
+					c.freeShares += max(d.shares-consumed, 0)
+				}
+			}
 		}
 	}
+}
+
+// insert adds k to s, making s first if it is nil.
+func insert[K comparable](s sets.Set[K], k K) sets.Set[K] {
+	if s == nil {
+		s = sets.New[K]()
+	}
+	return s.Insert(k)
+}
+
+// usage is the count in the pool's unit: shares (shared) or whole ports (exclusive).
+func (c *counter) usage(mode v1alpha1.PoolMode) Usage {
+	u := c.u
+	u.Nodes, u.Ports, u.AllocatedPorts = int32(c.nodes.Len()), int32(c.ports.Len()), int32(c.allocatedPorts.Len())
+	if mode == v1alpha1.PoolModeShared {
+		u.Allocated, u.Free = u.AllocatedShares, c.freeShares
+		return u
+	}
+	u.Allocated, u.Free = int64(u.AllocatedPorts), c.freePorts
 	return u
 }
 

@@ -224,6 +224,48 @@ func TestWriteReport(t *testing.T) {
 	}
 }
 
+func TestWriteReportKeepsHandWrittenPart(t *testing.T) {
+	hand := handWrittenMarker + "\n\n## Controller at 1,000 nodes\n\nmeasured by hand\n"
+	tests := []struct {
+		name     string
+		existing string // "" for no file
+		wantTail string // what follows the generated report
+	}{
+		{"no report yet", "", ""},
+		{"a report without a hand-written part", "# Benchmarks\n\nold figures\n", ""},
+		{"a report with a hand-written part", "# Benchmarks\n\nold figures\n\n" + hand, "\n" + hand},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "benchmarks.md")
+			if tt.existing != "" {
+				if err := os.WriteFile(path, []byte(tt.existing), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r := sampleResults()
+			want := renderReport(r) + tt.wantTail
+			// Twice: the second write must keep the part once, not add it again.
+			for range 2 {
+				if err := WriteReport(r, path); err != nil {
+					t.Fatal(err)
+				}
+				got, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if string(got) != want {
+					t.Fatalf("report ends in %q, want %q", tail(string(got), 120), tail(want, 120))
+				}
+			}
+		})
+	}
+}
+
+func tail(s string, n int) string {
+	return s[max(len(s)-n, 0):]
+}
+
 func TestPlainNumbers(t *testing.T) {
 	if got, want := plainNumbers("a 1.01e+03 ms, 2.064e+04 bytes, 3.5 ms, x1e+3y"), "a 1010 ms, 20640 bytes, 3.5 ms, x1e+3y"; got != want {
 		t.Errorf("plainNumbers = %q, want %q", got, want)

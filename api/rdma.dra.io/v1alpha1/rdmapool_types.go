@@ -8,7 +8,8 @@ import (
 )
 
 // The marker above is for controller-gen, which writes the RdmaPool CRD and the deep
-// copies (zz_generated.deepcopy.go) from these types (make generate).
+// copies (zz_generated.deepcopy.go) from these types, and for k8s.io/code-generator, which
+// writes the typed clientset, listers and informers of pkg/client (make generate).
 
 // RdmaPoolKind is the kind of RdmaPool.
 const RdmaPoolKind = "RdmaPool"
@@ -47,6 +48,8 @@ type LinkType string
 // RdmaPool is a set of RDMA ports that the controller offers as one DeviceClass, named
 // after the pool, handed out whole or in shares.
 //
+// +genclient
+// +genclient:nonNamespaced
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster,shortName=rpool,categories=rdma
 // +kubebuilder:subresource:status

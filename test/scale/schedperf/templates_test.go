@@ -14,18 +14,17 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	apiresource "k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
 	clientfeatures "k8s.io/client-go/features"
 	clientfeaturestesting "k8s.io/client-go/features/testing"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2/ktesting"
 	"sigs.k8s.io/yaml"
 
+	v1alpha1 "github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
+	rdmafake "github.com/rdma-dra/rdma-dra-driver/pkg/client/clientset/versioned/fake"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/controller"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
 	"github.com/rdma-dra/rdma-dra-driver/test/scale"
@@ -127,12 +126,12 @@ func chartPools(t *testing.T) []runtime.Object {
 		if !strings.Contains(doc, "\nkind: RdmaPool") {
 			continue
 		}
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+		pool := &v1alpha1.RdmaPool{}
+		if err := yaml.UnmarshalStrict([]byte(doc), pool); err != nil {
 			t.Fatalf("decode RdmaPool: %v", err)
 		}
-		u.SetUID(types.UID("uid-" + u.GetName()))
-		out = append(out, u)
+		pool.UID = types.UID("uid-" + pool.Name)
+		out = append(out, pool)
 	}
 	return out
 }
@@ -141,16 +140,14 @@ func chartPools(t *testing.T) []runtime.Object {
 // pools until it has written a DeviceClass for each, and returns them by name.
 func controllerClasses(t *testing.T) map[string]*resourceapi.DeviceClass {
 	t.Helper()
-	// The fake dynamic client sends no bookmark at the end of a watch's initial events,
-	// which the pool informer's ListWatch (not a client that says so) would wait for.
+	// The generated fake clientset sends no bookmark at the end of a watch's initial
+	// events, and does not say so, which a watch-list informer of pools would wait for.
 	clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.WatchListClient, false)
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	pools := chartPools(t)
 	kube := fake.NewClientset()
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{controller.PoolResource: "RdmaPoolList"}, pools...)
-	c := controller.New(devicemodel.DefaultDriverName, kube, dyn, controller.NewMetrics())
+	c := controller.New(devicemodel.DefaultDriverName, kube, rdmafake.NewSimpleClientset(pools...), controller.NewMetrics())
 	done := make(chan error)
 	go func() { done <- c.Run(ctx, 1) }()
 	defer func() {
