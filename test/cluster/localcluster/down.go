@@ -224,6 +224,18 @@ func (c *Cluster) status() statusReport {
 	return st
 }
 
+// whole is true when every process runs, false when none does, and an error when only
+// some do.
+func (st statusReport) whole() (bool, error) {
+	switch {
+	case st.running > 0 && st.running == len(st.rows):
+		return true, nil
+	case st.running > 0:
+		return false, fmt.Errorf("cluster partly running (%d of %d processes); run make cluster-down first", st.running, len(st.rows))
+	}
+	return false, nil
+}
+
 // Status prints each process's state and, when the API server runs, the node.
 func (c *Cluster) Status(ctx context.Context) error {
 	st := c.status()
