@@ -28,6 +28,45 @@ var engineLabels = []string{"io.buildah.version"}
 // so chroot isolation and no runtime) and root; IMAGE_TEST_REQUIRE_ENGINE=1 (CI, make
 // image-test) turns the skip into a failure.
 func TestContainerfileBuild(t *testing.T) {
+	buildah := requireBuildah(t)
+	repo, err := filepath.Abs(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	archs := []string{"amd64", "arm64"}
+
+	// The build context as make image-binaries lays it out, with stand-ins.
+	context := filepath.Join(dir, "context")
+	for _, arch := range archs {
+		writeStandIns(t, filepath.Join(context, StageDir(arch)), arch)
+	}
+	engineImages := buildWithBuildah(t, buildah, repo, dir, context, writeStandInBase(t, dir, archs))
+	if len(engineImages) != len(archs) {
+		t.Errorf("buildah's list holds %d images, want %d: %v", len(engineImages), len(archs), keys(engineImages))
+	}
+	for _, arch := range archs {
+		t.Run(arch, func(t *testing.T) {
+			engine := engineImages["linux/"+arch]
+			if engine == nil {
+				engine = engineImages["linux/"+arch+"/v8"] // arm64's variant, when the engine names it
+			}
+			if engine == nil {
+				t.Fatalf("no linux/%s image in buildah's list: %v", arch, keys(engineImages))
+			}
+			free, err := Image(arch, "v1.2.3", "abc1234", filepath.Join(context, StageDir(arch)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			compareWithEngineFree(t, arch, free, engine)
+		})
+	}
+}
+
+// requireBuildah returns buildah's path, or skips the test where buildah cannot build
+// (fails it under IMAGE_TEST_REQUIRE_ENGINE=1).
+func requireBuildah(t *testing.T) string {
+	t.Helper()
 	skip := func(why string) {
 		if os.Getenv("IMAGE_TEST_REQUIRE_ENGINE") == "1" {
 			t.Fatalf("IMAGE_TEST_REQUIRE_ENGINE=1 but %s", why)
@@ -41,19 +80,13 @@ func TestContainerfileBuild(t *testing.T) {
 	if os.Geteuid() != 0 {
 		skip("buildah's chroot isolation needs root here")
 	}
-	repo, err := filepath.Abs(repoRoot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	archs := []string{"amd64", "arm64"}
+	return buildah
+}
 
-	// The build context as make image-binaries lays it out, with stand-ins.
-	context := filepath.Join(dir, "context")
-	for _, arch := range archs {
-		writeStandIns(t, filepath.Join(context, StageDir(arch)), arch)
-	}
-	// The stand-in base, both platforms in one index, as the pinned base is.
+// writeStandInBase writes the stand-in base, both platforms in one index as the pinned
+// base is, to an OCI archive in dir and returns its path.
+func writeStandInBase(t *testing.T, dir string, archs []string) string {
+	t.Helper()
 	var adds []mutate.IndexAddendum
 	for _, arch := range archs {
 		base, err := BaseImage(arch)
@@ -66,7 +99,14 @@ func TestContainerfileBuild(t *testing.T) {
 	if err := ociimage.WriteFile(baseArchive, "localhost/stand-in-base:test", mutate.AppendManifests(empty.Index, adds...)); err != nil {
 		t.Fatal(err)
 	}
-	// buildah's own storage, so that the test leaves no images behind.
+	return baseArchive
+}
+
+// buildWithBuildah builds the Containerfile as make image does (hack/image.sh build, both
+// platforms) on context and baseArchive, in buildah storage of its own under dir so that
+// no images stay behind, exports the list and returns its images by platform.
+func buildWithBuildah(t *testing.T, buildah, repo, dir, context, baseArchive string) map[string]v1.Image {
+	t.Helper()
 	storage := filepath.Join(dir, "storage.conf")
 	conf := "[storage]\ndriver = \"vfs\"\ngraphroot = \"" + filepath.Join(dir, "root") + "\"\nrunroot = \"" + filepath.Join(dir, "run") + "\"\n"
 	if err := os.WriteFile(storage, []byte(conf), 0o644); err != nil {
@@ -95,42 +135,31 @@ func TestContainerfileBuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	engineImages, err := ociimage.Images(idx)
+	images, err := ociimage.Images(idx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(engineImages) != len(archs) {
-		t.Errorf("buildah's list holds %d images, want %d: %v", len(engineImages), len(archs), keys(engineImages))
+	return images
+}
+
+// compareWithEngineFree compares the final filesystem and the config of buildah's image
+// of arch with the engine-free one, and each declared file with its stand-in.
+func compareWithEngineFree(t *testing.T, arch string, free, engine v1.Image) {
+	t.Helper()
+	if diff := cmp.Diff(flatten(t, free), flatten(t, engine)); diff != "" {
+		t.Errorf("final filesystems differ (-engine-free +buildah):\n%s", diff)
 	}
-	for _, arch := range archs {
-		t.Run(arch, func(t *testing.T) {
-			engine := engineImages["linux/"+arch]
-			if engine == nil {
-				engine = engineImages["linux/"+arch+"/v8"] // arm64's variant, when the engine names it
-			}
-			if engine == nil {
-				t.Fatalf("no linux/%s image in buildah's list: %v", arch, keys(engineImages))
-			}
-			free, err := Image(arch, "v1.2.3", "abc1234", filepath.Join(context, StageDir(arch)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(flatten(t, free), flatten(t, engine)); diff != "" {
-				t.Errorf("final filesystems differ (-engine-free +buildah):\n%s", diff)
-			}
-			for _, f := range Files {
-				if e := flatten(t, engine)[strings.TrimPrefix(f.Path, "/")]; e.Mode != octal(f.Mode) || e.Digest != digestOf(standIn(f, arch)) {
-					t.Errorf("buildah's %s = %+v, want mode %#o and the %s stand-in", f.Path, e, f.Mode, arch)
-				}
-			}
-			want, got := configOf(t, free), configOf(t, engine)
-			for _, l := range engineLabels {
-				delete(got.Labels, l)
-			}
-			if !reflect.DeepEqual(want, got) {
-				t.Errorf("configs differ (-engine-free +buildah):\n%s", cmp.Diff(want, got))
-			}
-		})
+	for _, f := range Files {
+		if e := flatten(t, engine)[strings.TrimPrefix(f.Path, "/")]; e.Mode != octal(f.Mode) || e.Digest != digestOf(standIn(f, arch)) {
+			t.Errorf("buildah's %s = %+v, want mode %#o and the %s stand-in", f.Path, e, f.Mode, arch)
+		}
+	}
+	want, got := configOf(t, free), configOf(t, engine)
+	for _, l := range engineLabels {
+		delete(got.Labels, l)
+	}
+	if !reflect.DeepEqual(want, got) {
+		t.Errorf("configs differ (-engine-free +buildah):\n%s", cmp.Diff(want, got))
 	}
 }
 

@@ -26,108 +26,164 @@ type component struct {
 	grace time.Duration
 }
 
-// components returns the processes in start order; Down stops them in reverse.
+// components returns the processes in start order; Down stops them in reverse (stopOrder).
 func components(l Layout, f *host.Facts, bins *bincache.Cache, o Options) ([]component, error) {
-	k := bins.Kubernetes.Path
-	v := fmt.Sprintf("--v=%d", o.Verbosity)
-	gates := []string{}
-	if o.FeatureGates != "" {
-		gates = append(gates, "--feature-gates="+o.FeatureGates)
-	}
 	admin, err := adminClient(l)
 	if err != nil {
 		return nil, err
 	}
-	insecure := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // self-signed health endpoints on loopback
-	plain := &http.Client{Timeout: 3 * time.Second}
-	kc := l.componentKubeconfig
-	comps := []component{
-		{
-			name: "etcd",
-			argv: []string{bins.Etcd.Path("etcd"), "--name=rdma-dra-local", "--data-dir=" + l.EtcdData(),
-				"--listen-client-urls=" + EtcdClientURL, "--advertise-client-urls=" + EtcdClientURL,
-				"--listen-peer-urls=" + etcdPeerURL, "--initial-advertise-peer-urls=" + etcdPeerURL,
-				"--initial-cluster=rdma-dra-local=" + etcdPeerURL, "--listen-metrics-urls=",
-				"--quota-backend-bytes=2147483648", "--log-level=warn"},
-			ready: httpOK(plain, EtcdClientURL+"/health", `"health":"true"`),
-			grace: 10 * time.Second,
-		},
-		{
-			name: "kube-apiserver",
-			argv: append([]string{k("kube-apiserver"), v,
-				"--advertise-address=" + f.NodeIP.String(), "--bind-address=0.0.0.0", fmt.Sprintf("--secure-port=%d", APIServerPort),
-				"--etcd-servers=" + EtcdClientURL,
-				"--client-ca-file=" + l.pkiFile("ca.crt"),
-				"--tls-cert-file=" + l.pkiFile("apiserver.crt"), "--tls-private-key-file=" + l.pkiFile("apiserver.key"),
-				"--kubelet-client-certificate=" + l.pkiFile("apiserver-kubelet-client.crt"),
-				"--kubelet-client-key=" + l.pkiFile("apiserver-kubelet-client.key"),
-				"--kubelet-certificate-authority=" + l.pkiFile("ca.crt"),
-				"--kubelet-preferred-address-types=InternalIP,Hostname",
-				"--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
-				"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-				"--service-account-key-file=" + l.pkiFile("sa.pub"),
-				"--service-account-signing-key-file=" + l.pkiFile("sa.key"),
-				"--service-cluster-ip-range=" + ServiceCIDR, "--allow-privileged=true",
-				"--runtime-config=" + o.RuntimeConfig, "--profiling=false",
-			}, gates...),
-			ready: httpOK(admin, l.APIServerURL()+"/readyz", "ok"),
-			grace: 15 * time.Second,
-		},
-		{
-			name: "kube-controller-manager",
-			argv: append([]string{k("kube-controller-manager"), v,
-				"--kubeconfig=" + kc("kube-controller-manager"),
-				"--authentication-kubeconfig=" + kc("kube-controller-manager"),
-				"--authorization-kubeconfig=" + kc("kube-controller-manager"),
-				"--bind-address=127.0.0.1", "--leader-elect=false",
-				"--controllers=*,bootstrapsigner,tokencleaner",
-				"--root-ca-file=" + l.pkiFile("ca.crt"),
-				"--service-account-private-key-file=" + l.pkiFile("sa.key"),
-				"--use-service-account-credentials=true",
-				"--cluster-signing-cert-file=" + l.pkiFile("ca.crt"), "--cluster-signing-key-file=" + l.pkiFile("ca.key"),
-				"--service-cluster-ip-range=" + ServiceCIDR, "--cluster-cidr=" + ClusterCIDR, "--allocate-node-cidrs=false",
-			}, gates...),
-			ready: httpOK(insecure, "https://127.0.0.1:10257/healthz", "ok"),
-			grace: 10 * time.Second,
-		},
-		{
-			name: "kube-scheduler",
-			argv: append([]string{k("kube-scheduler"), v,
-				"--kubeconfig=" + kc("kube-scheduler"),
-				"--authentication-kubeconfig=" + kc("kube-scheduler"),
-				"--authorization-kubeconfig=" + kc("kube-scheduler"),
-				"--bind-address=127.0.0.1", "--leader-elect=false",
-			}, gates...),
-			ready: httpOK(insecure, "https://127.0.0.1:10259/healthz", "ok"),
-			grace: 10 * time.Second,
-		},
-		{
-			name: "containerd",
-			argv: []string{bins.Containerd.Path("containerd"), "--config=" + filepath.Join(l.Config(), "containerd.toml")},
-			// The shims it starts find our shim binary on PATH first.
-			env:   []string{"PATH=" + bins.Containerd.Dir + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
-			ready: ctrReady(l, bins),
-			grace: 15 * time.Second,
-		},
-		{
-			name: "kubelet",
-			argv: []string{k("kubelet"), v,
-				"--config=" + filepath.Join(l.Config(), "kubelet.yaml"),
-				"--kubeconfig=" + kc("kubelet"), "--root-dir=" + l.KubeletRoot(),
-				"--cert-dir=" + filepath.Join(l.KubeletRoot(), "pki"),
-				"--hostname-override=" + f.NodeName, "--node-ip=" + f.NodeIP.String(),
-			},
-			ready: httpOK(plain, "http://127.0.0.1:10248/healthz", "ok"),
-			grace: 15 * time.Second,
-		},
-		{
-			name:  "kube-proxy",
-			argv:  []string{k("kube-proxy"), v, "--config=" + filepath.Join(l.Config(), "kube-proxy.yaml")},
-			ready: httpOK(plain, "http://127.0.0.1:10256/livez", ""),
-			grace: 10 * time.Second,
-		},
+	return componentInputs{l: l, f: f, bins: bins, o: o}.components(probes{
+		admin:    admin,
+		insecure: &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}, //nolint:gosec // self-signed health endpoints on loopback
+		plain:    &http.Client{Timeout: 3 * time.Second},
+	}), nil
+}
+
+// componentInputs is what the components' command lines are made of.
+type componentInputs struct {
+	l    Layout
+	f    *host.Facts
+	bins *bincache.Cache
+	o    Options
+}
+
+// probes are the HTTP clients of the readiness checks: admin holds the admin's
+// certificate for the API server, insecure takes the self-signed health endpoints of the
+// controller manager and the scheduler, plain speaks HTTP.
+type probes struct {
+	admin, insecure, plain *http.Client
+}
+
+// components builds every component in start order.
+func (in componentInputs) components(p probes) []component {
+	return []component{
+		in.etcd(p),
+		in.apiServer(p),
+		in.controllerManager(p),
+		in.scheduler(p),
+		in.containerd(),
+		in.kubelet(p),
+		in.kubeProxy(p),
 	}
-	return comps, nil
+}
+
+// kube is the start of a Kubernetes binary's command line: the binary and --v.
+func (in componentInputs) kube(bin string, flags ...string) []string {
+	return append([]string{in.bins.Kubernetes.Path(bin), fmt.Sprintf("--v=%d", in.o.Verbosity)}, flags...)
+}
+
+// gates is --feature-gates for the components that take them as a flag; the kubelet and
+// kube-proxy have them in their configuration files.
+func (in componentInputs) gates() []string {
+	if in.o.FeatureGates == "" {
+		return nil
+	}
+	return []string{"--feature-gates=" + in.o.FeatureGates}
+}
+
+func (in componentInputs) etcd(p probes) component {
+	return component{
+		name: "etcd",
+		argv: []string{in.bins.Etcd.Path("etcd"), "--name=rdma-dra-local", "--data-dir=" + in.l.EtcdData(),
+			"--listen-client-urls=" + EtcdClientURL, "--advertise-client-urls=" + EtcdClientURL,
+			"--listen-peer-urls=" + etcdPeerURL, "--initial-advertise-peer-urls=" + etcdPeerURL,
+			"--initial-cluster=rdma-dra-local=" + etcdPeerURL, "--listen-metrics-urls=",
+			"--quota-backend-bytes=2147483648", "--log-level=warn"},
+		ready: httpOK(p.plain, EtcdClientURL+"/health", `"health":"true"`),
+		grace: 10 * time.Second,
+	}
+}
+
+func (in componentInputs) apiServer(p probes) component {
+	l := in.l
+	return component{
+		name: "kube-apiserver",
+		argv: append(in.kube("kube-apiserver",
+			"--advertise-address="+in.f.NodeIP.String(), "--bind-address=0.0.0.0", fmt.Sprintf("--secure-port=%d", APIServerPort),
+			"--etcd-servers="+EtcdClientURL,
+			"--client-ca-file="+l.pkiFile("ca.crt"),
+			"--tls-cert-file="+l.pkiFile("apiserver.crt"), "--tls-private-key-file="+l.pkiFile("apiserver.key"),
+			"--kubelet-client-certificate="+l.pkiFile("apiserver-kubelet-client.crt"),
+			"--kubelet-client-key="+l.pkiFile("apiserver-kubelet-client.key"),
+			"--kubelet-certificate-authority="+l.pkiFile("ca.crt"),
+			"--kubelet-preferred-address-types=InternalIP,Hostname",
+			"--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
+			"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+			"--service-account-key-file="+l.pkiFile("sa.pub"),
+			"--service-account-signing-key-file="+l.pkiFile("sa.key"),
+			"--service-cluster-ip-range="+ServiceCIDR, "--allow-privileged=true",
+			"--runtime-config="+in.o.RuntimeConfig, "--profiling=false",
+		), in.gates()...),
+		ready: httpOK(p.admin, l.APIServerURL()+"/readyz", "ok"),
+		grace: 15 * time.Second,
+	}
+}
+
+func (in componentInputs) controllerManager(p probes) component {
+	l, kc := in.l, in.l.componentKubeconfig("kube-controller-manager")
+	return component{
+		name: "kube-controller-manager",
+		argv: append(in.kube("kube-controller-manager",
+			"--kubeconfig="+kc, "--authentication-kubeconfig="+kc, "--authorization-kubeconfig="+kc,
+			"--bind-address=127.0.0.1", "--leader-elect=false",
+			"--controllers=*,bootstrapsigner,tokencleaner",
+			"--root-ca-file="+l.pkiFile("ca.crt"),
+			"--service-account-private-key-file="+l.pkiFile("sa.key"),
+			"--use-service-account-credentials=true",
+			"--cluster-signing-cert-file="+l.pkiFile("ca.crt"), "--cluster-signing-key-file="+l.pkiFile("ca.key"),
+			"--service-cluster-ip-range="+ServiceCIDR, "--cluster-cidr="+ClusterCIDR, "--allocate-node-cidrs=false",
+		), in.gates()...),
+		ready: httpOK(p.insecure, "https://127.0.0.1:10257/healthz", "ok"),
+		grace: 10 * time.Second,
+	}
+}
+
+func (in componentInputs) scheduler(p probes) component {
+	kc := in.l.componentKubeconfig("kube-scheduler")
+	return component{
+		name: "kube-scheduler",
+		argv: append(in.kube("kube-scheduler",
+			"--kubeconfig="+kc, "--authentication-kubeconfig="+kc, "--authorization-kubeconfig="+kc,
+			"--bind-address=127.0.0.1", "--leader-elect=false",
+		), in.gates()...),
+		ready: httpOK(p.insecure, "https://127.0.0.1:10259/healthz", "ok"),
+		grace: 10 * time.Second,
+	}
+}
+
+func (in componentInputs) containerd() component {
+	return component{
+		name: "containerd",
+		argv: []string{in.bins.Containerd.Path("containerd"), "--config=" + in.l.containerdConfigFile()},
+		// The shims it starts find our shim binary on PATH first.
+		env:   []string{"PATH=" + in.bins.Containerd.Dir + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+		ready: ctrReady(in.l, in.bins),
+		grace: 15 * time.Second,
+	}
+}
+
+func (in componentInputs) kubelet(p probes) component {
+	l := in.l
+	return component{
+		name: "kubelet",
+		argv: in.kube("kubelet",
+			"--config="+l.kubeletConfigFile(),
+			"--kubeconfig="+l.componentKubeconfig("kubelet"), "--root-dir="+l.KubeletRoot(),
+			"--cert-dir="+filepath.Join(l.KubeletRoot(), "pki"),
+			"--hostname-override="+in.f.NodeName, "--node-ip="+in.f.NodeIP.String(),
+		),
+		ready: httpOK(p.plain, "http://127.0.0.1:10248/healthz", "ok"),
+		grace: 15 * time.Second,
+	}
+}
+
+func (in componentInputs) kubeProxy(p probes) component {
+	return component{
+		name:  "kube-proxy",
+		argv:  in.kube("kube-proxy", "--config="+in.l.kubeProxyConfigFile()),
+		ready: httpOK(p.plain, "http://127.0.0.1:10256/livez", ""),
+		grace: 10 * time.Second,
+	}
 }
 
 // adminClient is an HTTPS client with the admin's certificate that trusts the cluster CA.

@@ -211,10 +211,10 @@ func writeGates(b *strings.Builder, gates map[string]bool) {
 // writeConfigs renders every configuration file of the cluster.
 func writeConfigs(l Layout, f *host.Facts, gates map[string]bool, runcBinary string) error {
 	files := map[string]string{
-		filepath.Join(l.Config(), "containerd.toml"):                containerdConfig(l, f, runcBinary),
+		l.containerdConfigFile():                                    containerdConfig(l, f, runcBinary),
 		filepath.Join(l.CNIConfDir(), "10-rdma-dra-local.conflist"): cniConfig(l, f.MTU),
-		filepath.Join(l.Config(), "kubelet.yaml"):                   kubeletConfig(l, f, gates),
-		filepath.Join(l.Config(), "kube-proxy.yaml"):                kubeProxyConfig(l, f, gates),
+		l.kubeletConfigFile():                                       kubeletConfig(l, f, gates),
+		l.kubeProxyConfigFile():                                     kubeProxyConfig(l, f, gates),
 	}
 	for p, content := range files {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {

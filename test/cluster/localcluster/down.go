@@ -17,8 +17,13 @@ import (
 	"github.com/rdma-dra/rdma-dra-driver/test/cluster/host"
 )
 
-// devicePluginDir is where the kubelet serves device-plugin registration, fixed.
-const devicePluginDir = "/var/lib/kubelet/device-plugins"
+// Fixed paths of the kubelet outside its root directory.
+const (
+	// devicePluginDir is where the kubelet serves device-plugin registration.
+	devicePluginDir = "/var/lib/kubelet/device-plugins"
+	// containerLogDir is where the kubelet links container logs.
+	containerLogDir = "/var/log/containers"
+)
 
 // stopOrder is the reverse of the start order, with kube-proxy and the kubelet first so
 // nothing restarts pods while they are being removed.
@@ -38,6 +43,32 @@ func (c *Cluster) Down(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	c.stopComponents(ctx, note)
+	c.killLeftoverShims()
+	note(removePodCgroups())
+	// After the pods: a stand-in moved into a pod is back in the host (or gone with its
+	// namespace) once the pod is.
+	note(c.removeMockNetdevs())
+	note(c.cleanupKubeProxy(ctx))
+	cleanupKubeletIptables(ctx)
+	note(unmountUnder([]string{StateRoot, RunRoot, l.Out}))
+	note(deleteBridge(ctx))
+	note(restoreSysctls(l))
+	removeHostLeftovers(l)
+	removeContainerLogLinks(containerLogDir, l.PodLogs())
+	// State, but not the logs and not the binary cache.
+	for _, p := range l.statePaths() {
+		if err := os.RemoveAll(p); err != nil {
+			note(fmt.Errorf("remove %s: %w", p, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// stopComponents stops the processes in stopOrder, and before containerd the pods it
+// runs, through the CRI while containerd still runs.
+func (c *Cluster) stopComponents(ctx context.Context, note func(error)) {
+	l, log := c.Layout, c.Log
 	for _, name := range stopOrder {
 		if name == "containerd" {
 			// Pods first, through the CRI, while containerd still runs.
@@ -51,38 +82,63 @@ func (c *Cluster) Down(ctx context.Context) error {
 			log.Info("stopped", "component", name)
 		}
 	}
-	// Shims of our containerd detach from it; they run our shim binary.
-	if c.Bins != nil {
-		for _, pid := range processesOf(c.Bins.Containerd.Path("containerd-shim-runc-v2")) {
-			log.Info("stopping leftover shim", "pid", pid)
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
+}
+
+// killLeftoverShims kills the shims of our containerd: they detach from it and run our
+// shim binary.
+func (c *Cluster) killLeftoverShims() {
+	if c.Bins == nil {
+		return
 	}
-	note(removePodCgroups())
-	// After the pods: a stand-in moved into a pod is back in the host (or gone with its
-	// namespace) once the pod is.
-	note(c.removeMockNetdevs())
-	// kube-proxy's iptables rules outlive it.
-	if c.Bins != nil {
-		if _, err := os.Stat(c.Bins.Kubernetes.Path("kube-proxy")); err == nil {
-			if out, err := exec.CommandContext(ctx, c.Bins.Kubernetes.Path("kube-proxy"), "--cleanup").CombinedOutput(); err != nil {
-				note(fmt.Errorf("kube-proxy --cleanup: %w: %s", err, out))
-			}
-		}
+	for _, pid := range processesOf(c.Bins.Containerd.Path("containerd-shim-runc-v2")) {
+		c.Log.Info("stopping leftover shim", "pid", pid)
+		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
-	cleanupKubeletIptables(ctx)
-	note(unmountUnder([]string{StateRoot, RunRoot, l.Out}))
-	if _, err := os.Stat("/sys/class/net/" + BridgeName); err == nil {
-		if out, err := exec.CommandContext(ctx, "ip", "link", "delete", BridgeName).CombinedOutput(); err != nil {
-			note(fmt.Errorf("delete bridge %s: %w: %s", BridgeName, err, out))
-		}
+}
+
+// cleanupKubeProxy removes kube-proxy's iptables rules, which outlive it.
+func (c *Cluster) cleanupKubeProxy(ctx context.Context) error {
+	if c.Bins == nil {
+		return nil
 	}
-	if data, err := os.ReadFile(l.SysctlFile()); err == nil {
-		var prev map[string]string
-		if json.Unmarshal(data, &prev) == nil {
-			note(host.RestoreSysctls(prev))
-		}
+	proxy := c.Bins.Kubernetes.Path("kube-proxy")
+	if _, err := os.Stat(proxy); err != nil {
+		return nil
 	}
+	if out, err := exec.CommandContext(ctx, proxy, "--cleanup").CombinedOutput(); err != nil {
+		return fmt.Errorf("kube-proxy --cleanup: %w: %s", err, out)
+	}
+	return nil
+}
+
+// deleteBridge deletes the pods' bridge, if it is there.
+func deleteBridge(ctx context.Context) error {
+	if _, err := os.Stat("/sys/class/net/" + BridgeName); err != nil {
+		return nil
+	}
+	if out, err := exec.CommandContext(ctx, "ip", "link", "delete", BridgeName).CombinedOutput(); err != nil {
+		return fmt.Errorf("delete bridge %s: %w: %s", BridgeName, err, out)
+	}
+	return nil
+}
+
+// restoreSysctls sets the sysctls Up changed back to the values it recorded; without a
+// readable record there is nothing to restore.
+func restoreSysctls(l Layout) error {
+	data, err := os.ReadFile(l.SysctlFile())
+	if err != nil {
+		return nil
+	}
+	var prev map[string]string
+	if json.Unmarshal(data, &prev) != nil {
+		return nil
+	}
+	return host.RestoreSysctls(prev)
+}
+
+// removeHostLeftovers removes, best effort, what the cluster leaves at fixed paths of the
+// host outside its own directories.
+func removeHostLeftovers(l Layout) {
 	_ = os.Remove(l.SmokeCDISpec())
 	// The driver's transient CDI specs: claims that were still prepared when the cluster went
 	// away (the plugin keeps them on uninstall for a reinstall; this cluster's state is gone).
@@ -102,23 +158,23 @@ func (c *Cluster) Down(ctx context.Context) error {
 	for _, d := range []string{"/run/containerd/s", "/run/containerd/fifo", "/run/containerd/runc/k8s.io", "/run/containerd/runc", "/run/containerd"} {
 		_ = os.Remove(d)
 	}
-	// The kubelet links container logs into the fixed /var/log/containers.
-	if entries, err := os.ReadDir("/var/log/containers"); err == nil {
-		for _, e := range entries {
-			p := filepath.Join("/var/log/containers", e.Name())
-			if t, err := os.Readlink(p); err == nil && strings.HasPrefix(t, l.PodLogs()+"/") {
-				_ = os.Remove(p)
-			}
-		}
-		_ = os.Remove("/var/log/containers")
+}
+
+// removeContainerLogLinks removes the links the kubelet made in dir (the fixed
+// /var/log/containers) to the pod logs under podLogs, and dir if that leaves it empty;
+// links of anything else stay.
+func removeContainerLogLinks(dir, podLogs string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
 	}
-	// State, but not the logs and not the binary cache.
-	for _, p := range []string{StateRoot, RunRoot, l.PKI(), l.Kubeconfigs(), l.Kubeconfig(), l.Config(), l.Images(), l.DefaultFixture(), l.EnvFile()} {
-		if err := os.RemoveAll(p); err != nil {
-			note(fmt.Errorf("remove %s: %w", p, err))
+	for _, e := range entries {
+		p := filepath.Join(dir, e.Name())
+		if t, err := os.Readlink(p); err == nil && strings.HasPrefix(t, podLogs+"/") {
+			_ = os.Remove(p)
 		}
 	}
-	return errors.Join(errs...)
+	_ = os.Remove(dir)
 }
 
 // cleanupKubeletIptables removes the chains the kubelet creates (kube-proxy --cleanup
@@ -222,6 +278,18 @@ func (c *Cluster) status() statusReport {
 		st.rows = append(st.rows, [2]string{name, state})
 	}
 	return st
+}
+
+// whole is true when every process runs, false when none does, and an error when only
+// some do.
+func (st statusReport) whole() (bool, error) {
+	switch {
+	case st.running > 0 && st.running == len(st.rows):
+		return true, nil
+	case st.running > 0:
+		return false, fmt.Errorf("cluster partly running (%d of %d processes); run make cluster-down first", st.running, len(st.rows))
+	}
+	return false, nil
 }
 
 // Status prints each process's state and, when the API server runs, the node.

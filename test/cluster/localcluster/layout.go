@@ -64,6 +64,17 @@ func (l Layout) LogFile(name string) string {
 	return filepath.Join(l.Logs(), name+".log")
 }
 
+// Configuration files that writeConfigs writes and the components read.
+func (l Layout) containerdConfigFile() string { return filepath.Join(l.Config(), "containerd.toml") }
+func (l Layout) kubeletConfigFile() string    { return filepath.Join(l.Config(), "kubelet.yaml") }
+func (l Layout) kubeProxyConfigFile() string  { return filepath.Join(l.Config(), "kube-proxy.yaml") }
+
+// statePaths are what Down removes: the runtime state and the output that a fresh Up
+// writes again, but not the logs and not the binary cache.
+func (l Layout) statePaths() []string {
+	return []string{StateRoot, RunRoot, l.PKI(), l.Kubeconfigs(), l.Kubeconfig(), l.Config(), l.Images(), l.DefaultFixture(), l.EnvFile()}
+}
+
 // Paths of runtime state.
 func (l Layout) Pids() string            { return filepath.Join(RunRoot, "pids") }
 func (l Layout) PidFile(n string) string { return filepath.Join(l.Pids(), n+".pid") }

@@ -44,15 +44,8 @@ func (c *Cluster) Up(ctx context.Context, o Options) error {
 	if err := CheckHost(); err != nil {
 		return err
 	}
-	if st := c.status(); st.running == len(st.rows) && st.running > 0 {
-		if err := c.checkRunningVersion(); err != nil {
-			return err
-		}
-		log.Info("cluster already up; run make cluster-down first for a fresh one")
-		c.printUsage()
-		return nil
-	} else if st.running > 0 {
-		return fmt.Errorf("cluster partly running (%d of %d processes); run make cluster-down first", st.running, len(st.rows))
+	if up, err := c.alreadyUp(); up || err != nil {
+		return err
 	}
 	gates, err := featureGateMap(o.FeatureGates)
 	if err != nil {
@@ -66,27 +59,17 @@ func (c *Cluster) Up(ctx context.Context, o Options) error {
 		return err
 	}
 	log.Info("host", "facts", facts)
-
 	// A fresh state every time: leftovers of a crashed run go first.
 	if err := c.Down(ctx); err != nil {
 		return fmt.Errorf("clean up before start: %w", err)
 	}
-	for _, d := range []string{l.Out, l.Logs(), l.Config(), StateRoot, RunRoot, l.Pids(), l.PodLogs(), l.CNIDataDir()} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return fmt.Errorf("create %s: %w", d, err)
-		}
+	if err := createDirs(l); err != nil {
+		return err
 	}
 	if err := rotateLogs(l); err != nil {
 		return err
 	}
-	runc := "/usr/sbin/runc"
-	if facts.OOMScoreAdjLocked {
-		runc = c.Bins.Helpers.Path("runc-oomclamp")
-		log.Info("quirk: this host refuses to lower oom_score_adj; runc runs through a wrapper that clamps negative values to 0", "wrapper", runc)
-	}
-	if facts.CgroupV1 {
-		log.Info("quirk: cgroup v1 host; the kubelet runs with failCgroupV1: false")
-	}
+	runc := c.quirks(facts)
 	if err := writePKI(l, facts); err != nil {
 		return err
 	}
@@ -102,34 +85,11 @@ func (c *Cluster) Up(ctx context.Context, o Options) error {
 	if err := shareNetnsDir(l.NetnsDir()); err != nil {
 		return err
 	}
-	prev, err := host.SetSysctls()
-	if err != nil {
+	if err := setSysctls(l); err != nil {
 		return err
 	}
-	if data, err := json.Marshal(prev); err == nil {
-		_ = os.WriteFile(l.SysctlFile(), data, 0o644)
-	}
-
-	comps, err := components(l, facts, c.Bins, o)
-	if err != nil {
+	if err := c.startComponents(ctx, facts, o); err != nil {
 		return err
-	}
-	for _, comp := range comps {
-		t0 := time.Now()
-		r, err := startProcess(l, comp.name, comp.argv, comp.env)
-		if err != nil {
-			return err
-		}
-		if err := waitFor(ctx, comp.name, 3*time.Minute, r.alive, comp.ready); err != nil {
-			return fmt.Errorf("%w (log: %s)", err, l.LogFile(comp.name))
-		}
-		log.Info("started", "component", comp.name, "pid", r.Pid, "took", time.Since(t0).Round(100*time.Millisecond).String())
-		if comp.name == "containerd" {
-			if err := importImages(ctx, l, c.Bins); err != nil {
-				return err
-			}
-			log.Info("imported images", "images", []string{PauseImage, ToolboxImage})
-		}
 	}
 	if err := c.waitNodeReady(ctx, facts.NodeName); err != nil {
 		return err
@@ -145,6 +105,101 @@ func (c *Cluster) Up(ctx context.Context, o Options) error {
 	}
 	log.Info("cluster up", "took", time.Since(start).Round(time.Second).String())
 	c.printUsage()
+	return nil
+}
+
+// alreadyUp is true when every process of the cluster runs, of the Kubernetes build asked
+// for; then Up has nothing to do. A partly running cluster is an error.
+func (c *Cluster) alreadyUp() (bool, error) {
+	up, err := c.status().whole()
+	if !up || err != nil {
+		return false, err
+	}
+	if err := c.checkRunningVersion(); err != nil {
+		return false, err
+	}
+	c.Log.Info("cluster already up; run make cluster-down first for a fresh one")
+	c.printUsage()
+	return true, nil
+}
+
+// createDirs creates the directories of the output and of the runtime state.
+func createDirs(l Layout) error {
+	for _, d := range []string{l.Out, l.Logs(), l.Config(), StateRoot, RunRoot, l.Pids(), l.PodLogs(), l.CNIDataDir()} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("create %s: %w", d, err)
+		}
+	}
+	return nil
+}
+
+// quirks logs how the cluster works around what this host does differently and returns
+// the runc binary containerd runs.
+func (c *Cluster) quirks(f *host.Facts) string {
+	runc := runcBinary(f, c.Bins)
+	if f.OOMScoreAdjLocked {
+		c.Log.Info("quirk: this host refuses to lower oom_score_adj; runc runs through a wrapper that clamps negative values to 0", "wrapper", runc)
+	}
+	if f.CgroupV1 {
+		c.Log.Info("quirk: cgroup v1 host; the kubelet runs with failCgroupV1: false")
+	}
+	return runc
+}
+
+// runcBinary is the host's runc, or the wrapper that clamps oom_score_adj where the host
+// refuses to lower it.
+func runcBinary(f *host.Facts, bins *bincache.Cache) string {
+	if f.OOMScoreAdjLocked {
+		return bins.Helpers.Path("runc-oomclamp")
+	}
+	return "/usr/sbin/runc"
+}
+
+// setSysctls sets the sysctls the cluster needs and records their previous values for
+// Down; a record that cannot be written is not an error.
+func setSysctls(l Layout) error {
+	prev, err := host.SetSysctls()
+	if err != nil {
+		return err
+	}
+	if data, err := json.Marshal(prev); err == nil {
+		_ = os.WriteFile(l.SysctlFile(), data, 0o644)
+	}
+	return nil
+}
+
+// startComponents starts each component in order and waits until it is ready; once
+// containerd is, the cluster's images are imported into it.
+func (c *Cluster) startComponents(ctx context.Context, f *host.Facts, o Options) error {
+	comps, err := components(c.Layout, f, c.Bins, o)
+	if err != nil {
+		return err
+	}
+	for _, comp := range comps {
+		if err := c.startComponent(ctx, comp); err != nil {
+			return err
+		}
+		if comp.name == "containerd" {
+			if err := importImages(ctx, c.Layout, c.Bins); err != nil {
+				return err
+			}
+			c.Log.Info("imported images", "images", []string{PauseImage, ToolboxImage})
+		}
+	}
+	return nil
+}
+
+// startComponent starts one component and waits until it is ready, or dead.
+func (c *Cluster) startComponent(ctx context.Context, comp component) error {
+	t0 := time.Now()
+	r, err := startProcess(c.Layout, comp.name, comp.argv, comp.env)
+	if err != nil {
+		return err
+	}
+	if err := waitFor(ctx, comp.name, 3*time.Minute, r.alive, comp.ready); err != nil {
+		return fmt.Errorf("%w (log: %s)", err, c.Layout.LogFile(comp.name))
+	}
+	c.Log.Info("started", "component", comp.name, "pid", r.Pid, "took", time.Since(t0).Round(100*time.Millisecond).String())
 	return nil
 }
 

@@ -15,8 +15,36 @@ import (
 // buildLayer returns the uncompressed layer tar of img's files, with parent directories
 // added where the list does not name them.
 func buildLayer(img Image) ([]byte, error) {
+	files, err := layerFiles(img.Files)
+	if err != nil {
+		return nil, err
+	}
+	mtime := stamp(img.Created)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, f := range files {
+		hdr, data, err := layerEntry(f, mtime)
+		if err != nil {
+			return nil, err
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return nil, fmt.Errorf("layer entry %s: %w", f.Path, err)
+		}
+		if _, err := tw.Write(data); err != nil {
+			return nil, fmt.Errorf("layer entry %s: %w", f.Path, err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, fmt.Errorf("close layer: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// layerFiles checks files and returns them in path order with their paths in the layer's
+// relative form and the parent directories the list does not name added.
+func layerFiles(files []File) ([]File, error) {
 	byPath := map[string]File{}
-	for _, f := range img.Files {
+	for _, f := range files {
 		p, err := cleanPath(f.Path)
 		if err != nil {
 			return nil, err
@@ -51,58 +79,53 @@ func buildLayer(img Image) ([]byte, error) {
 		paths = append(paths, p)
 	}
 	sort.Strings(paths)
-
-	mtime := stamp(img.Created)
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
+	out := make([]File, 0, len(paths))
 	for _, p := range paths {
-		f := byPath[p]
-		hdr := &tar.Header{Name: p, ModTime: mtime, Uid: f.UID, Gid: f.GID, Format: tar.FormatPAX}
-		if f.UID == 0 {
-			hdr.Uname = "root"
-		}
-		if f.GID == 0 {
-			hdr.Gname = "root"
-		}
-		var data []byte
-		switch {
-		case f.Dir:
-			hdr.Typeflag, hdr.Name, hdr.Mode = tar.TypeDir, p+"/", int64(orMode(f.Mode, 0o755))
-		case f.Symlink != "":
-			hdr.Typeflag, hdr.Linkname, hdr.Mode = tar.TypeSymlink, f.Symlink, 0o777
-		case f.Content != nil:
-			hdr.Typeflag, hdr.Mode = tar.TypeReg, int64(orMode(f.Mode, 0o644))
-			data = f.Content
-		default:
-			st, err := os.Stat(f.HostPath)
-			if err != nil {
-				return nil, fmt.Errorf("file %s: %w", p, err)
-			}
-			if !st.Mode().IsRegular() {
-				return nil, fmt.Errorf("file %s: host path %s is not a regular file", p, f.HostPath)
-			}
-			def := fs.FileMode(0o644)
-			if st.Mode()&0o111 != 0 {
-				def = 0o755
-			}
-			data, err = os.ReadFile(f.HostPath)
-			if err != nil {
-				return nil, fmt.Errorf("file %s: %w", p, err)
-			}
-			hdr.Typeflag, hdr.Mode = tar.TypeReg, int64(orMode(f.Mode, def))
-		}
-		hdr.Size = int64(len(data))
-		if err := tw.WriteHeader(hdr); err != nil {
-			return nil, fmt.Errorf("layer entry %s: %w", p, err)
-		}
-		if _, err := tw.Write(data); err != nil {
-			return nil, fmt.Errorf("layer entry %s: %w", p, err)
-		}
+		out = append(out, byPath[p])
 	}
-	if err := tw.Close(); err != nil {
-		return nil, fmt.Errorf("close layer: %w", err)
+	return out, nil
+}
+
+// layerEntry is the tar header and content of one file of layerFiles; a host file is
+// read here.
+func layerEntry(f File, mtime time.Time) (*tar.Header, []byte, error) {
+	p := f.Path
+	hdr := &tar.Header{Name: p, ModTime: mtime, Uid: f.UID, Gid: f.GID, Format: tar.FormatPAX}
+	if f.UID == 0 {
+		hdr.Uname = "root"
 	}
-	return buf.Bytes(), nil
+	if f.GID == 0 {
+		hdr.Gname = "root"
+	}
+	var data []byte
+	switch {
+	case f.Dir:
+		hdr.Typeflag, hdr.Name, hdr.Mode = tar.TypeDir, p+"/", int64(orMode(f.Mode, 0o755))
+	case f.Symlink != "":
+		hdr.Typeflag, hdr.Linkname, hdr.Mode = tar.TypeSymlink, f.Symlink, 0o777
+	case f.Content != nil:
+		hdr.Typeflag, hdr.Mode = tar.TypeReg, int64(orMode(f.Mode, 0o644))
+		data = f.Content
+	default:
+		st, err := os.Stat(f.HostPath)
+		if err != nil {
+			return nil, nil, fmt.Errorf("file %s: %w", p, err)
+		}
+		if !st.Mode().IsRegular() {
+			return nil, nil, fmt.Errorf("file %s: host path %s is not a regular file", p, f.HostPath)
+		}
+		def := fs.FileMode(0o644)
+		if st.Mode()&0o111 != 0 {
+			def = 0o755
+		}
+		data, err = os.ReadFile(f.HostPath)
+		if err != nil {
+			return nil, nil, fmt.Errorf("file %s: %w", p, err)
+		}
+		hdr.Typeflag, hdr.Mode = tar.TypeReg, int64(orMode(f.Mode, def))
+	}
+	hdr.Size = int64(len(data))
+	return hdr, data, nil
 }
 
 // cleanPath turns an absolute image path into the relative form used in the layer tar.
