@@ -8,8 +8,10 @@ package plotsvg
 import (
 	"fmt"
 	"image/color"
+	"math"
 	"os"
 	"slices"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -109,5 +111,42 @@ func Goal(pl *plot.Plot, y float64) {
 // on it must be positive.
 func LogAxis(a *plot.Axis) {
 	a.Scale = plot.LogScale{}
-	a.Tick.Marker = plot.LogTicks{Prec: -1}
+	a.Tick.Marker = logTicks{}
+}
+
+// logTicks are plot.LogTicks, a labelled tick at each power of ten and unlabelled ones
+// between them, with the ticks at 2 and 5 times a power of ten labelled too when fewer
+// than two powers of ten fall on the axis: one label is not enough to read a value.
+type logTicks struct{}
+
+func (logTicks) Ticks(lo, hi float64) []plot.Tick {
+	ticks := plot.LogTicks{Prec: -1}.Ticks(lo, hi)
+	powers := 0
+	for _, t := range ticks {
+		if t.Label != "" && t.Value >= lo && t.Value <= hi {
+			powers++
+		}
+	}
+	if powers >= 2 {
+		return ticks
+	}
+	for i, t := range ticks {
+		if m := math.Round(t.Value / math.Pow10(int(math.Floor(math.Log10(t.Value))))); m == 2 || m == 5 {
+			ticks[i].Label = strconv.FormatFloat(t.Value, 'g', -1, 64)
+		}
+	}
+	return ticks
+}
+
+// Positive is xys without the points a log axis cannot show: zero, negative, NaN or
+// infinite coordinates (a step that measured nothing). Such a point would make the plot
+// panic when it is drawn.
+func Positive(xys plotter.XYs) plotter.XYs {
+	var out plotter.XYs
+	for _, p := range xys {
+		if p.X > 0 && p.Y > 0 && !math.IsInf(p.X, 0) && !math.IsInf(p.Y, 0) {
+			out = append(out, p)
+		}
+	}
+	return out
 }

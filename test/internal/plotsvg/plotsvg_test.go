@@ -2,8 +2,10 @@ package plotsvg
 
 import (
 	"bytes"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -92,5 +94,48 @@ func TestGoalWidensAxis(t *testing.T) {
 func TestHorizontalBarsMismatch(t *testing.T) {
 	if err := HorizontalBars(plot.New(), []string{"one"}, []float64{1, 2}); err == nil {
 		t.Error("no error for two values and one label")
+	}
+}
+
+func TestPositive(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		in   plotter.XYs
+		want int
+	}{
+		{"all drawable", plotter.XYs{{X: 1, Y: 1}, {X: 2, Y: 0.5}}, 2},
+		{"zero y", plotter.XYs{{X: 1, Y: 0}, {X: 2, Y: 3}}, 1},
+		{"zero x", plotter.XYs{{X: 0, Y: 1}}, 0},
+		{"negative, NaN, infinite", plotter.XYs{{X: 1, Y: -1}, {X: math.NaN(), Y: 1}, {X: 1, Y: math.Inf(1)}}, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Positive(tt.in); len(got) != tt.want {
+				t.Errorf("Positive kept %v, want %d points", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestLogTicks(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		lo, hi float64
+		want   []string
+	}{
+		{"two decades", 100, 1000, []string{"100", "1000"}},
+		{"one power of ten", 1.4, 65, []string{"2", "5", "10", "20", "50"}},
+		{"no power of ten", 2.5, 8, []string{"5"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			for _, tick := range (logTicks{}).Ticks(tt.lo, tt.hi) {
+				if tick.Label != "" && tick.Value >= tt.lo && tick.Value <= tt.hi {
+					got = append(got, tick.Label)
+				}
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("labels %v, want %v", got, tt.want)
+			}
+		})
 	}
 }
