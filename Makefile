@@ -21,10 +21,10 @@ build: ## build the binaries into _output/bin
 	done
 
 .PHONY: test
-test: ## unit tests of the driver (and its failpoint, built with -tags failpoint); in test/: the API server's validation of our slices, unit tests of the cluster, bench, scale and kernel-VM tools, of the e2e framework and of the demo's kind config
+test: ## unit tests of the driver (and its failpoint, built with -tags failpoint); in test/: the API server's validation of our slices, unit tests of the cluster, bench, scale and kernel-VM tools and their plotting helper, of the e2e framework and of the demo's kind config
 	$(GO) test -count=1 ./...
 	$(GO) test -count=1 -tags failpoint -run Failpoint ./pkg/plugin/
-	cd test && $(GO) test -count=1 ./validation/... ./cluster/... ./bench/... ./scale/... ./kernel/... ./e2e/framework/... ./demo/...
+	cd test && $(GO) test -count=1 ./validation/... ./cluster/... ./internal/... ./bench/... ./scale/... ./kernel/... ./e2e/framework/... ./demo/...
 
 .PHONY: test-race
 test-race: ## unit tests of the driver under the race detector (the plugin, checkpoint and health packages are lock-heavy)

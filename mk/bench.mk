@@ -4,7 +4,10 @@
 # RSS is read, default 60s), BENCH_FLIPS (port flips, default 6), BENCH_REPORT (report path),
 # BENCH_PLUGIN_BIN (measure a prebuilt plugin instead of the tree).
 # Needs etcd and kube-apiserver in _output/cluster-cache: cluster-build makes them (about
-# 15 minutes cold on 2 cores, nothing when cached).
+# 15 minutes cold on 2 cores, nothing when cached). The figures beside the report are SVG
+# (docs/benchmarks-*.svg, drawn with gonum/plot through test/internal/plotsvg, as
+# bench-scale's); `make bench-tool && _output/bench/rdma-dra-bench -from-json
+# _output/bench/results.json` renders the report and its figures again without measuring.
 # The comparison with the reference driver builds sigs.k8s.io/dra-example-driver's kubelet
 # plugin at the version test/bench/reference/go.mod pins, from the Go module proxy (or the
 # module cache) into _output/bench/bin; go.sum there pins every module's hash.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"image/png"
 	"os"
 	"path/filepath"
 	"strings"
@@ -152,7 +151,8 @@ func sampleResults() *Results {
 	}
 	p1, p8 := load(16), load(16)
 	alloc := func(v Variant, nodes int) AllocPoint {
-		return AllocPoint{Variant: v, Nodes: nodes, Pods: 10, PerPod: Summary{N: 10, Mean: float64(nodes) / 100}, NodesTried: 100, PerNodeUS: 10}
+		return AllocPoint{Variant: v, Nodes: nodes, Pods: 10, PerPod: Summary{N: 10, Mean: float64(nodes) / 100}, NodesTried: 100, PerNodeUS: 10,
+			FilterMS: float64(nodes) / 200}
 	}
 	r := &Results{
 		PrepareP99MS: ptr(2), PrepareP99MS8Dev: ptr(3), PreparePerSec: ptr(400), DiscoveryMSLarge: ptr(20),
@@ -200,12 +200,8 @@ func TestWriteReport(t *testing.T) {
 		if !strings.Contains(string(first), "]("+fig+")") {
 			t.Errorf("report does not show %s", fig)
 		}
-		data, err := os.ReadFile(filepath.Join(dir, fig))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := png.Decode(bytes.NewReader(data)); err != nil {
-			t.Errorf("%s: %v", fig, err)
+		if _, err := os.Stat(filepath.Join(dir, fig)); err != nil {
+			t.Error(err)
 		}
 	}
 	if err := WriteReport(r, path); err != nil {
@@ -269,16 +265,5 @@ func tail(s string, n int) string {
 func TestPlainNumbers(t *testing.T) {
 	if got, want := plainNumbers("a 1.01e+03 ms, 2.064e+04 bytes, 3.5 ms, x1e+3y"), "a 1010 ms, 20640 bytes, 3.5 ms, x1e+3y"; got != want {
 		t.Errorf("plainNumbers = %q, want %q", got, want)
-	}
-}
-
-func TestFormatTick(t *testing.T) {
-	for _, tt := range []struct {
-		in   float64
-		want string
-	}{{0, "0"}, {5, "5"}, {2.5, "2.5"}, {1500, "1.5K"}, {20000, "20K"}, {0.25, "0.25"}, {2e6, "2M"}} {
-		if got := formatTick(tt.in); got != tt.want {
-			t.Errorf("formatTick(%g) = %q, want %q", tt.in, got, tt.want)
-		}
 	}
 }

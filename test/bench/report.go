@@ -9,14 +9,6 @@ import (
 	"strings"
 )
 
-// Figures written next to the report.
-const (
-	figThroughput = "benchmarks-throughput.png"
-	figDiscovery  = "benchmarks-discovery.png"
-	figAlloc      = "benchmarks-alloc.png"
-	figModels     = "benchmarks-models.png"
-)
-
 // handWrittenMarker starts the part of the report that is written by hand (figures of
 // Go benchmarks run on their own, such as the controller's): WriteReport keeps everything
 // from it to the end of the file.
@@ -29,10 +21,8 @@ func WriteReport(r *Results, path string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", dir, err)
 	}
-	for name, c := range figures(r) {
-		if err := c.WritePNG(filepath.Join(dir, name)); err != nil {
-			return err
-		}
+	if err := writeFigures(r, dir); err != nil {
+		return err
 	}
 	report := renderReport(r)
 	old, err := os.ReadFile(path)
@@ -46,49 +36,6 @@ func WriteReport(r *Results, path string) error {
 		return fmt.Errorf("write report: %w", err)
 	}
 	return nil
-}
-
-// figures returns the charts that have data, by file name.
-func figures(r *Results) map[string]Chart {
-	out := map[string]Chart{}
-	d := r.Details
-	if len(d.Throughput) > 0 {
-		var rate, p99 []Point
-		for _, t := range d.Throughput {
-			rate = append(rate, Point{float64(t.Concurrency), t.PerSec})
-			p99 = append(p99, Point{float64(t.Concurrency), t.Prepare.P99})
-		}
-		out[figThroughput] = Chart{Title: "prepare+unprepare cycles per second", XLabel: "concurrent claims", YLabel: "cycles/s",
-			LogX: true, Series: []Series{{Name: "cycles/s", Points: rate}}, Goal: ptr(300)}
-	}
-	if len(d.Discovery) > 0 {
-		var pts []Point
-		for _, p := range d.Discovery {
-			pts = append(pts, Point{float64(p.Ports), p.Scan.P50})
-		}
-		out[figDiscovery] = Chart{Title: "one full discovery (median)", XLabel: "ports per node", YLabel: "ms",
-			LogX: true, LogY: true, Series: []Series{{Name: "scan", Points: pts}}, Goal: ptr(50)}
-	}
-	if len(d.AllocNodes) > 0 {
-		var total, filter []Point
-		for _, p := range d.AllocNodes {
-			total = append(total, Point{float64(p.Nodes), p.PerPod.Mean})
-			filter = append(filter, Point{float64(p.Nodes), p.FilterMS})
-		}
-		out[figAlloc] = Chart{Title: "DRA allocation per pod, cluster 80% full", XLabel: "nodes (8 ports each)", YLabel: "ms",
-			LogX: true, LogY: true, Series: []Series{{Name: "per pod", Points: total}, {Name: "allocate calls only", Points: filter}}, Goal: ptr(5)}
-	}
-	if len(d.AllocModels) > 0 {
-		var pts []Point
-		var labels []string
-		for i, p := range d.AllocModels {
-			pts = append(pts, Point{float64(i), p.PerPod.Mean})
-			labels = append(labels, p.Variant.Name)
-		}
-		out[figModels] = Chart{Title: fmt.Sprintf("allocation per pod by model, %d nodes", d.AllocModels[0].Nodes), YLabel: "ms",
-			Bars: true, Labels: labels, Series: []Series{{Points: pts}}}
-	}
-	return out
 }
 
 // renderReport is the Markdown text.

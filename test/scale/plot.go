@@ -2,14 +2,12 @@ package scale
 
 import (
 	"fmt"
-	"image/color"
-	"os"
 	"path/filepath"
-	"slices"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
+
+	"github.com/rdma-dra/rdma-dra-driver/test/internal/plotsvg"
 )
 
 // The plots WritePlots draws, beside the report.
@@ -35,29 +33,9 @@ func WritePlots(r *Results, dir string) error {
 		if err != nil {
 			return fmt.Errorf("plot %s: %w", name, err)
 		}
-		if err := savePlot(pl, filepath.Join(dir, name)); err != nil {
+		if err := plotsvg.Save(pl, filepath.Join(dir, name)); err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-// savePlot writes pl as an SVG file.
-func savePlot(pl *plot.Plot, path string) error {
-	w, err := pl.WriterTo(7*vg.Inch, 4*vg.Inch, "svg")
-	if err != nil {
-		return fmt.Errorf("render %s: %w", path, err)
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("write plot: %w", err)
-	}
-	if _, err := w.WriteTo(f); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
 }
@@ -65,7 +43,7 @@ func savePlot(pl *plot.Plot, path string) error {
 // throughputPlot is a horizontal bar per scenario and model at nodes, HeadlineFill and
 // the default scheduler, in the report's order; the extended resource is the last bar.
 func throughputPlot(r *Results, nodes int) (*plot.Plot, error) {
-	var values plotter.Values
+	var values []float64
 	var labels []string
 	var er *Point
 	for i, p := range r.Points {
@@ -86,22 +64,12 @@ func throughputPlot(r *Results, nodes int) (*plot.Plot, error) {
 	if len(values) == 0 {
 		return nil, fmt.Errorf("no point at %d nodes and fill %.0f%%", nodes, HeadlineFill*100)
 	}
-	// Bars are drawn bottom-up; the first scenario goes on top.
-	slices.Reverse(values)
-	slices.Reverse(labels)
 	pl := plot.New()
 	pl.Title.Text = fmt.Sprintf("Pods bound per second, %d nodes, %.0f%% of the ports taken", nodes, HeadlineFill*100)
 	pl.X.Label.Text = "pods/s (burst)"
-	pl.X.Min = 0
-	bars, err := plotter.NewBarChart(values, vg.Points(14))
-	if err != nil {
+	if err := plotsvg.HorizontalBars(pl, labels, values); err != nil {
 		return nil, err
 	}
-	bars.Horizontal = true
-	bars.Color = color.RGBA{R: 0x2b, G: 0x6c, B: 0xb0, A: 0xff}
-	bars.LineStyle.Width = 0
-	pl.Add(bars)
-	pl.NominalY(labels...)
 	return pl, nil
 }
 
@@ -116,10 +84,8 @@ func ratioPlot(r *Results, _ int) (*plot.Plot, error) {
 	pl.Y.Min, pl.Y.Max = 0, 1
 	ns := sizes(r)
 	if len(ns) > 1 {
-		pl.X.Scale = plot.LogScale{}
-		pl.X.Tick.Marker = plot.LogTicks{Prec: -1}
+		plotsvg.LogAxis(&pl.X)
 	}
-	palette := []color.Color{color.RGBA{R: 0x2b, G: 0x6c, B: 0xb0, A: 0xff}, color.RGBA{R: 0xd9, G: 0x5f, B: 0x02, A: 0xff}, color.RGBA{R: 0x1b, G: 0x9e, B: 0x77, A: 0xff}}
 	for i, pct := range percentages(r) {
 		suffix := ""
 		if pct != 0 {
@@ -134,20 +100,11 @@ func ratioPlot(r *Results, _ int) (*plot.Plot, error) {
 		if len(xys) == 0 {
 			continue
 		}
-		line, points, err := plotter.NewLinePoints(xys)
-		if err != nil {
+		if err := plotsvg.Line(pl, i, "scheduler: "+schedulerSetting(pct), xys); err != nil {
 			return nil, err
 		}
-		c := palette[i%len(palette)]
-		line.Color, points.Color = c, c
-		pl.Add(line, points)
-		pl.Legend.Add("scheduler: "+schedulerSetting(pct), line, points)
 	}
-	goal := plotter.NewFunction(func(float64) float64 { return 0.5 })
-	goal.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
-	goal.Color = color.Gray{Y: 0x70}
-	pl.Add(goal)
-	pl.Legend.Add("goal (0.5)", goal)
+	plotsvg.Goal(pl, 0.5)
 	pl.Legend.Top = true
 	return pl, nil
 }

@@ -1,8 +1,10 @@
 // Command rdma-dra-bench measures the driver's performance figures and writes
-// _output/bench/results.json, docs/benchmarks.md and its figures (docs/benchmarks-*.png).
-// `make bench-report` runs it; see docs/benchmarks.md.
+// _output/bench/results.json, docs/benchmarks.md and its figures (docs/benchmarks-*.svg).
+// `make bench-report` runs it; see docs/benchmarks.md. With -from-json it measures
+// nothing and renders the report and figures of an earlier run's results.json.
 //
 //	rdma-dra-bench [-smoke] [-repo DIR] [-idle 60s] [-flips 6] [-report FILE]
+//	rdma-dra-bench -from-json _output/bench/results.json [-repo DIR] [-report FILE]
 //
 // BENCH_PLUGIN_BIN=/path/rdma-dra-kubeletplugin measures a prebuilt (say, patched) plugin
 // instead of building the tree.
