@@ -131,7 +131,8 @@ func NewPlugin() *Plugin {
 	return m
 }
 
-// registerables lists every metric of the plugin, the one list that NewPlugin registers.
+// registerables lists every metric of the plugin, the one list that NewPlugin registers
+// and TestDocMetricTables checks the docs against.
 func (m *Plugin) registerables() []metrics.Registerable {
 	r := []metrics.Registerable{
 		m.prepare, m.unprepare, m.prepareLatency, m.unprepareLatency, m.devices,
