@@ -70,7 +70,7 @@ func NewMetrics() *Metrics {
 }
 
 // registerables lists every metric of the controller, the one list that NewMetrics
-// registers.
+// registers and TestDocMetricTable checks docs/controller.md against.
 func (m *Metrics) registerables() []metrics.Registerable {
 	r := []metrics.Registerable{m.info}
 	for _, g := range m.gauges {

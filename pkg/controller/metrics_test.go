@@ -9,6 +9,7 @@ import (
 	"k8s.io/component-base/metrics/testutil"
 
 	v1alpha1 "github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
+	"github.com/rdma-dra/rdma-dra-driver/internal/metricsdoc"
 )
 
 // poolGauge returns the value of one pool's series of the gauge name.
@@ -101,5 +102,29 @@ func TestMetricsHandler(t *testing.T) {
 		if !strings.Contains(rec.Body.String(), s) {
 			t.Errorf("/metrics lacks %q", s)
 		}
+	}
+}
+
+// TestDocMetricTable keeps docs/controller.md's metric table and the registered metrics
+// one list: every metric with its type, stability level and labels.
+func TestDocMetricTable(t *testing.T) {
+	m := NewMetrics()
+	// Every gauge gets a series, so that the registry shows its labels.
+	m.set(&v1alpha1.RdmaPool{ObjectMeta: metav1.ObjectMeta{Name: "ib"}, Spec: v1alpha1.RdmaPoolSpec{Mode: v1alpha1.PoolModeShared}}, Usage{}, true)
+	var names []string
+	for _, r := range m.registerables() {
+		names = append(names, r.FQName())
+	}
+	served, err := metricsdoc.Served(m.Registry(), names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const doc = "../../docs/controller.md"
+	documented, err := metricsdoc.Documented(doc, metricsNamespace+"_")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range metricsdoc.Check(documented, served, true) {
+		t.Errorf("%s: %v", doc, err)
 	}
 }
