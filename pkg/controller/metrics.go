@@ -3,21 +3,24 @@ package controller
 import (
 	"net/http"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/component-base/metrics"
 
 	v1alpha1 "github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
 	"github.com/rdma-dra/rdma-dra-driver/internal/version"
+	pluginmetrics "github.com/rdma-dra/rdma-dra-driver/pkg/metrics"
 )
 
 // metricsNamespace prefixes every metric, as in the kubelet plugin.
-const metricsNamespace = "rdma_dra"
+const metricsNamespace = pluginmetrics.Namespace
 
-// Metrics are the controller's per-pool gauges, in a registry of their own.
+// Metrics are the controller's per-pool gauges, declared with
+// k8s.io/component-base/metrics at the kubelet plugin's stability level, in a
+// KubeRegistry of their own.
 type Metrics struct {
-	registry *prometheus.Registry
-	gauges   map[string]*prometheus.GaugeVec
+	registry metrics.KubeRegistry
+	gauges   map[string]*metrics.GaugeVec
+	info     *metrics.GaugeVec
 }
 
 // The per-pool gauges, by name; each has the labels pool and mode.
@@ -42,28 +45,48 @@ var metricHelp = map[string]string{
 }
 
 // NewMetrics creates the gauges and registers them, with the Go and process
-// collectors and the build info, in a new registry.
+// collectors and the build info, in a new KubeRegistry.
 func NewMetrics() *Metrics {
-	m := &Metrics{registry: prometheus.NewRegistry(), gauges: map[string]*prometheus.GaugeVec{}}
-	for name, help := range metricHelp {
-		g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metricsNamespace, Name: name, Help: help}, []string{"pool", "mode"})
-		m.gauges[name] = g
-		m.registry.MustRegister(g)
+	m := &Metrics{
+		registry: metrics.NewKubeRegistry(),
+		gauges:   map[string]*metrics.GaugeVec{},
+		info: metrics.NewGaugeVec(&metrics.GaugeOpts{
+			Namespace: metricsNamespace, Name: "controller_build_info", StabilityLevel: pluginmetrics.Stability,
+			Help: "Always 1; the labels say which build runs.",
+		}, []string{"version"}),
 	}
-	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metricsNamespace, Name: "controller_build_info",
-		Help: "Always 1; the labels say which build runs."}, []string{"version"})
-	info.WithLabelValues(version.String()).Set(1)
-	m.registry.MustRegister(info, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for name, help := range metricHelp {
+		m.gauges[name] = metrics.NewGaugeVec(&metrics.GaugeOpts{
+			Namespace: metricsNamespace, Name: name, StabilityLevel: pluginmetrics.Stability, Help: help,
+		}, []string{"pool", "mode"})
+	}
+	m.registry.MustRegister(m.registerables()...)
+	// client_golang's own collectors have no stability level; Kubernetes registers them
+	// raw too (component-base's legacyregistry).
+	m.registry.RawMustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// A component-base vector measures only once registered.
+	m.info.WithLabelValues(version.String()).Set(1)
 	return m
+}
+
+// registerables lists every metric of the controller, the one list that NewMetrics
+// registers and TestDocMetricTable checks docs/controller.md against.
+func (m *Metrics) registerables() []metrics.Registerable {
+	r := []metrics.Registerable{m.info}
+	for _, g := range m.gauges {
+		r = append(r, g)
+	}
+	return r
 }
 
 // Registry is where the metrics are registered; the leader election and workqueue
 // metrics of client-go are not in it.
-func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
+func (m *Metrics) Registry() metrics.KubeRegistry { return m.registry }
 
-// Handler serves the registry in the Prometheus text format.
+// Handler serves the registry in the Prometheus text format; errors while gathering
+// count in the registry's promhttp_metric_handler_errors_total.
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
+	return metrics.HandlerFor(m.registry, metrics.HandlerOpts{Registry: m.registry.Registerer()})
 }
 
 func (m *Metrics) set(pool *v1alpha1.RdmaPool, u Usage, ready bool) {
@@ -92,6 +115,6 @@ func (m *Metrics) forget(pool string) {
 		return
 	}
 	for _, g := range m.gauges {
-		g.DeletePartialMatch(prometheus.Labels{"pool": pool})
+		g.DeletePartialMatch(map[string]string{"pool": pool})
 	}
 }

@@ -457,7 +457,7 @@ func TestSyncStatusCounts(t *testing.T) {
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("status (-want +got):\n%s", diff)
 			}
-			free := testutil.ToFloat64(h.c.metrics.gauges[metricFree].WithLabelValues(tt.pool, string(h.pool(tt.pool).Spec.Mode)))
+			free := poolGauge(t, h.c.metrics, metricFree, tt.pool, string(h.pool(tt.pool).Spec.Mode))
 			if int64(free) != tt.want.Free {
 				t.Errorf("metric free %v, want %d", free, tt.want.Free)
 			}

@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/component-base/metrics"
 )
 
 // PortStates are the logical port states the port_state gauge has a series for, plus
@@ -13,45 +13,49 @@ var PortStates = []string{"NOP", "DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFE
 
 // healthMetrics are the metrics of port health and republishing.
 type healthMetrics struct {
-	portState         *prometheus.GaugeVec
-	republishes       *prometheus.CounterVec
-	republishLatency  prometheus.Histogram
-	dampedRepublishes prometheus.Counter
+	portState         *metrics.GaugeVec
+	republishes       *metrics.CounterVec
+	republishLatency  *metrics.Histogram
+	dampedRepublishes *metrics.Counter
 }
 
 // RepublishTriggers are the values of republish_total's trigger label.
 var RepublishTriggers = []string{"poll", "netlink", "rescan", "fallback"}
 
 func newHealthMetrics() healthMetrics {
-	h := healthMetrics{
-		portState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: Namespace, Name: "port_state",
+	return healthMetrics{
+		portState: metrics.NewGaugeVec(&metrics.GaugeOpts{
+			Namespace: Namespace, Name: "port_state", StabilityLevel: Stability,
 			Help: "1 for the logical state each RDMA port is in, 0 for the others; device is the RDMA device (ibdev).",
 		}, []string{"device", "port", "state"}),
-		republishes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "republish_total",
+		republishes: metrics.NewCounterVec(&metrics.CounterOpts{
+			Namespace: Namespace, Name: "republish_total", StabilityLevel: Stability,
 			Help: "ResourceSlices republished after a change, by what noticed it (poll, netlink, rescan, fallback).",
 		}, []string{"trigger"}),
 		// A poll notices a change within its interval (1s); the rest is a scan and a
 		// hand-over to the ResourceSlice controller, milliseconds, unless damped.
-		republishLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: Namespace, Name: "republish_latency_seconds",
+		republishLatency: metrics.NewHistogram(&metrics.HistogramOpts{
+			Namespace: Namespace, Name: "republish_latency_seconds", StabilityLevel: Stability,
 			Help:    "Time from noticing a change (poll or netlink) to the ResourceSlice controller having the new slices, damping included.",
 			Buckets: []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60},
 		}),
-		dampedRepublishes: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "republish_damped_total",
+		dampedRepublishes: metrics.NewCounter(&metrics.CounterOpts{
+			Namespace: Namespace, Name: "republish_damped_total", StabilityLevel: Stability,
 			Help: "Republishes held back by --max-republish-per-minute; each was published later with the state of that time.",
 		}),
 	}
-	for _, t := range RepublishTriggers {
-		h.republishes.WithLabelValues(t) // the series exist before the first republish
-	}
-	return h
 }
 
-func (h healthMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{h.portState, h.republishes, h.republishLatency, h.dampedRepublishes}
+func (h healthMetrics) registerables() []metrics.Registerable {
+	return []metrics.Registerable{h.portState, h.republishes, h.republishLatency, h.dampedRepublishes}
+}
+
+// makeSeries makes the series that exist before the first republish; only a registered
+// vector makes them.
+func (h healthMetrics) makeSeries() {
+	for _, t := range RepublishTriggers {
+		h.republishes.WithLabelValues(t)
+	}
 }
 
 // SetPortState sets the port_state series of one port: 1 for state, 0 for the others. An
@@ -76,7 +80,7 @@ func (m *Plugin) SetPortState(ibdev string, port int, state string) {
 
 // DeletePort removes the port_state series of a port that is gone.
 func (m *Plugin) DeletePort(ibdev string, port int) {
-	m.portState.DeletePartialMatch(prometheus.Labels{"device": ibdev, "port": strconv.Itoa(port)})
+	m.portState.DeletePartialMatch(map[string]string{"device": ibdev, "port": strconv.Itoa(port)})
 }
 
 // Republished records a republish noticed by trigger.

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/component-base/metrics/testutil"
 )
 
 func TestHealthMetrics(t *testing.T) {
@@ -25,7 +25,7 @@ func TestHealthMetrics(t *testing.T) {
 
 	var want strings.Builder
 	want.WriteString(`
-# HELP rdma_dra_port_state 1 for the logical state each RDMA port is in, 0 for the others; device is the RDMA device (ibdev).
+# HELP rdma_dra_port_state [ALPHA] 1 for the logical state each RDMA port is in, 0 for the others; device is the RDMA device (ibdev).
 # TYPE rdma_dra_port_state gauge
 `)
 	// One series per known state and port, 1 for the current one; mlx5_3 is gone.
@@ -38,13 +38,13 @@ func TestHealthMetrics(t *testing.T) {
 			want.WriteString(`rdma_dra_port_state{device="` + p.device + `",port="1",state="` + s + `"} ` + v + "\n")
 		}
 	}
-	want.WriteString(`# HELP rdma_dra_republish_total ResourceSlices republished after a change, by what noticed it (poll, netlink, rescan, fallback).
+	want.WriteString(`# HELP rdma_dra_republish_total [ALPHA] ResourceSlices republished after a change, by what noticed it (poll, netlink, rescan, fallback).
 # TYPE rdma_dra_republish_total counter
 rdma_dra_republish_total{trigger="fallback"} 0
 rdma_dra_republish_total{trigger="netlink"} 1
 rdma_dra_republish_total{trigger="poll"} 2
 rdma_dra_republish_total{trigger="rescan"} 0
-# HELP rdma_dra_republish_damped_total Republishes held back by --max-republish-per-minute; each was published later with the state of that time.
+# HELP rdma_dra_republish_damped_total [ALPHA] Republishes held back by --max-republish-per-minute; each was published later with the state of that time.
 # TYPE rdma_dra_republish_damped_total counter
 rdma_dra_republish_damped_total 1
 `)
@@ -52,7 +52,8 @@ rdma_dra_republish_damped_total 1
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want.String()), names...); err != nil {
 		t.Error(err)
 	}
-	if n := testutil.CollectAndCount(m.republishLatency); n != 1 {
-		t.Errorf("republish latency series: %d", n)
+	latency, err := testutil.GetHistogramVecFromGatherer(m.Registry(), "rdma_dra_republish_latency_seconds", nil)
+	if err != nil || len(latency) != 1 || latency.GetAggregatedSampleCount() != 2 {
+		t.Errorf("republish latency: %d series, %v, want one with 2 observations", len(latency), err)
 	}
 }

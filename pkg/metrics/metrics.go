@@ -1,5 +1,7 @@
-// Package metrics holds the Prometheus metrics of the kubelet plugin, registered in a
-// registry of their own so that tests and the HTTP handler see exactly these.
+// Package metrics holds the Prometheus metrics of the kubelet plugin, declared with
+// k8s.io/component-base/metrics (each with a stability level, as the Kubernetes
+// components' are) and registered in a KubeRegistry of their own so that tests and the
+// HTTP handler see exactly these.
 package metrics
 
 import (
@@ -7,15 +9,21 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/component-base/metrics"
 
 	"github.com/rdma-dra/rdma-dra-driver/internal/version"
 )
 
 // Namespace prefixes every metric name.
 const Namespace = "rdma_dra"
+
+// Stability is the stability level of every metric of the driver. ALPHA: none has been
+// through a release that promised its name and labels, and the driver's API is
+// v1alpha1 itself; a metric that alerts come to rely on (port_state is the first
+// candidate) can be promoted to BETA or STABLE, after which component-base keeps it
+// through the deprecation policy.
+const Stability = metrics.ALPHA
 
 // Results of an operation, the "result" label.
 const (
@@ -25,111 +33,124 @@ const (
 
 // Plugin holds the kubelet plugin's metrics.
 type Plugin struct {
-	registry *prometheus.Registry
+	registry metrics.KubeRegistry
 
-	prepare          *prometheus.CounterVec
-	unprepare        *prometheus.CounterVec
-	prepareLatency   prometheus.Histogram
-	unprepareLatency prometheus.Histogram
-	devices          *prometheus.GaugeVec
-	preparedClaims   prometheus.Gauge
-	publishes        prometheus.Counter
-	publishErrors    *prometheus.CounterVec
-	checkpointErrors *prometheus.CounterVec
-	cleanupRemoved   *prometheus.CounterVec
-	model            *prometheus.GaugeVec
+	prepare          *metrics.CounterVec
+	unprepare        *metrics.CounterVec
+	prepareLatency   *metrics.Histogram
+	unprepareLatency *metrics.Histogram
+	devices          *metrics.GaugeVec
+	preparedClaims   *metrics.Gauge
+	publishes        *metrics.Counter
+	publishErrors    *metrics.CounterVec
+	checkpointErrors *metrics.CounterVec
+	cleanupRemoved   *metrics.CounterVec
+	model            *metrics.GaugeVec
+	buildInfo        *metrics.GaugeVec
 	healthMetrics
 	statusMetrics
 	networkMetrics
 }
 
 // NewPlugin creates the metrics and registers them, with the Go and process collectors,
-// in a new registry.
+// in a new KubeRegistry.
 func NewPlugin() *Plugin {
 	// Prepare writes a few small files and may call the API server once: most calls take
 	// milliseconds, a slow disk or API server shows up in the upper buckets.
 	buckets := []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
 	m := &Plugin{
-		registry: prometheus.NewRegistry(),
-		prepare: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "prepare_claims_total",
+		registry: metrics.NewKubeRegistry(),
+		prepare: metrics.NewCounterVec(&metrics.CounterOpts{
+			Namespace: Namespace, Name: "prepare_claims_total", StabilityLevel: Stability,
 			Help: "ResourceClaims prepared, by result.",
 		}, []string{"result"}),
-		unprepare: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "unprepare_claims_total",
+		unprepare: metrics.NewCounterVec(&metrics.CounterOpts{
+			Namespace: Namespace, Name: "unprepare_claims_total", StabilityLevel: Stability,
 			Help: "ResourceClaims unprepared, by result.",
 		}, []string{"result"}),
-		prepareLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: Namespace, Name: "prepare_duration_seconds",
+		prepareLatency: metrics.NewHistogram(&metrics.HistogramOpts{
+			Namespace: Namespace, Name: "prepare_duration_seconds", StabilityLevel: Stability,
 			Help: "Duration of NodePrepareResources calls as seen by the plugin.", Buckets: buckets,
 		}),
-		unprepareLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: Namespace, Name: "unprepare_duration_seconds",
+		unprepareLatency: metrics.NewHistogram(&metrics.HistogramOpts{
+			Namespace: Namespace, Name: "unprepare_duration_seconds", StabilityLevel: Stability,
 			Help: "Duration of NodeUnprepareResources calls as seen by the plugin.", Buckets: buckets,
 		}),
-		devices: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: Namespace, Name: "devices",
+		devices: metrics.NewGaugeVec(&metrics.GaugeOpts{
+			Namespace: Namespace, Name: "devices", StabilityLevel: Stability,
 			Help: "Published devices by mode (exclusive, shared) and state (free, prepared).",
 		}, []string{"mode", "state"}),
-		preparedClaims: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: Namespace, Name: "prepared_claims",
+		preparedClaims: metrics.NewGauge(&metrics.GaugeOpts{
+			Namespace: Namespace, Name: "prepared_claims", StabilityLevel: Stability,
 			Help: "ResourceClaims in the checkpoint, whatever their phase.",
 		}),
-		publishes: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "publish_total",
+		publishes: metrics.NewCounter(&metrics.CounterOpts{
+			Namespace: Namespace, Name: "publish_total", StabilityLevel: Stability,
 			Help: "Times the plugin handed a changed set of devices to the ResourceSlice controller.",
 		}),
-		publishErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "publish_errors_total",
+		publishErrors: metrics.NewCounterVec(&metrics.CounterOpts{
+			Namespace: Namespace, Name: "publish_errors_total", StabilityLevel: Stability,
 			Help: "Errors while discovering, building or publishing ResourceSlices, by stage.",
 		}, []string{"stage"}),
-		checkpointErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "checkpoint_errors_total",
+		checkpointErrors: metrics.NewCounterVec(&metrics.CounterOpts{
+			Namespace: Namespace, Name: "checkpoint_errors_total", StabilityLevel: Stability,
 			Help: "Checkpoint failures by operation (load, save, quarantine).",
 		}, []string{"op"}),
-		cleanupRemoved: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "cleanup_removed_total",
+		cleanupRemoved: metrics.NewCounterVec(&metrics.CounterOpts{
+			Namespace: Namespace, Name: "cleanup_removed_total", StabilityLevel: Stability,
 			Help: "Leftovers of deleted claims removed by the cleanup loop, by kind (entry, spec).",
 		}, []string{"kind"}),
-		model: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: Namespace, Name: "device_model",
+		model: metrics.NewGaugeVec(&metrics.GaugeOpts{
+			Namespace: Namespace, Name: "device_model", StabilityLevel: Stability,
 			Help: "1 for the device model this node publishes (partitionable or legacy).",
 		}, []string{"model"}),
+		buildInfo: metrics.NewGaugeVec(&metrics.GaugeOpts{
+			Namespace: Namespace, Name: "build_info", StabilityLevel: Stability,
+			Help: "Always 1; the labels describe the build.",
+		}, []string{"version", "git_commit", "go_version"}),
 		healthMetrics:  newHealthMetrics(),
 		statusMetrics:  newStatusMetrics(),
 		networkMetrics: newNetworkMetrics(),
 	}
-	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: Namespace, Name: "build_info",
-		Help: "Always 1; the labels describe the build.",
-	}, []string{"version", "git_commit", "go_version"})
-	buildInfo.WithLabelValues(version.Version, version.GitCommit, runtime.Version()).Set(1)
-
-	m.registry.MustRegister(
-		m.prepare, m.unprepare, m.prepareLatency, m.unprepareLatency, m.devices,
-		m.preparedClaims, m.publishes, m.publishErrors, m.checkpointErrors, m.cleanupRemoved,
-		m.model, buildInfo,
+	m.registry.MustRegister(m.registerables()...)
+	// client_golang's own collectors have no stability level; Kubernetes registers them
+	// raw too (component-base's legacyregistry).
+	m.registry.RawMustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
-	m.registry.MustRegister(m.healthMetrics.collectors()...)
-	m.registry.MustRegister(m.statusMetrics.collectors()...)
-	m.registry.MustRegister(m.networkMetrics.collectors()...)
-	// Make the labelled series exist from the start, so that rate() and absent() work
-	// before the first event.
+	// A component-base vector measures only once registered: the series that exist from
+	// the start, so that rate() and absent() work before the first event, are made now.
+	m.buildInfo.WithLabelValues(version.Version, version.GitCommit, runtime.Version()).Set(1)
 	for _, r := range []string{ResultSuccess, ResultError} {
 		m.prepare.WithLabelValues(r)
 		m.unprepare.WithLabelValues(r)
 	}
+	m.healthMetrics.makeSeries()
+	m.statusMetrics.makeSeries()
 	return m
 }
 
-// Registry returns the registry holding the metrics.
-func (m *Plugin) Registry() *prometheus.Registry { return m.registry }
+// registerables lists every metric of the plugin, the one list that NewPlugin registers
+// and TestDocMetricTables checks the docs against.
+func (m *Plugin) registerables() []metrics.Registerable {
+	r := []metrics.Registerable{
+		m.prepare, m.unprepare, m.prepareLatency, m.unprepareLatency, m.devices,
+		m.preparedClaims, m.publishes, m.publishErrors, m.checkpointErrors, m.cleanupRemoved,
+		m.model, m.buildInfo,
+	}
+	r = append(r, m.healthMetrics.registerables()...)
+	r = append(r, m.statusMetrics.registerables()...)
+	return append(r, m.networkMetrics.registerables()...)
+}
 
-// Handler serves the metrics in the Prometheus exposition format.
+// Registry returns the registry holding the metrics.
+func (m *Plugin) Registry() metrics.KubeRegistry { return m.registry }
+
+// Handler serves the metrics in the Prometheus exposition format; errors while
+// gathering count in the registry's promhttp_metric_handler_errors_total.
 func (m *Plugin) Handler() http.Handler {
-	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
+	return metrics.HandlerFor(m.registry, metrics.HandlerOpts{Registry: m.registry.Registerer()})
 }
 
 // ObservePrepare records one prepare call that took d and the result of each of its claims.

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/component-base/metrics/testutil"
 )
 
 func TestPluginMetrics(t *testing.T) {
@@ -22,27 +22,27 @@ func TestPluginMetrics(t *testing.T) {
 	m.SetModel("legacy")
 
 	want := `
-# HELP rdma_dra_devices Published devices by mode (exclusive, shared) and state (free, prepared).
+# HELP rdma_dra_devices [ALPHA] Published devices by mode (exclusive, shared) and state (free, prepared).
 # TYPE rdma_dra_devices gauge
 rdma_dra_devices{mode="exclusive",state="prepared"} 4
-# HELP rdma_dra_device_model 1 for the device model this node publishes (partitionable or legacy).
+# HELP rdma_dra_device_model [ALPHA] 1 for the device model this node publishes (partitionable or legacy).
 # TYPE rdma_dra_device_model gauge
 rdma_dra_device_model{model="legacy"} 1
-# HELP rdma_dra_prepare_claims_total ResourceClaims prepared, by result.
+# HELP rdma_dra_prepare_claims_total [ALPHA] ResourceClaims prepared, by result.
 # TYPE rdma_dra_prepare_claims_total counter
 rdma_dra_prepare_claims_total{result="error"} 1
 rdma_dra_prepare_claims_total{result="success"} 2
-# HELP rdma_dra_unprepare_claims_total ResourceClaims unprepared, by result.
+# HELP rdma_dra_unprepare_claims_total [ALPHA] ResourceClaims unprepared, by result.
 # TYPE rdma_dra_unprepare_claims_total counter
 rdma_dra_unprepare_claims_total{result="error"} 0
 rdma_dra_unprepare_claims_total{result="success"} 1
-# HELP rdma_dra_publish_errors_total Errors while discovering, building or publishing ResourceSlices, by stage.
+# HELP rdma_dra_publish_errors_total [ALPHA] Errors while discovering, building or publishing ResourceSlices, by stage.
 # TYPE rdma_dra_publish_errors_total counter
 rdma_dra_publish_errors_total{stage="discover"} 1
-# HELP rdma_dra_checkpoint_errors_total Checkpoint failures by operation (load, save, quarantine).
+# HELP rdma_dra_checkpoint_errors_total [ALPHA] Checkpoint failures by operation (load, save, quarantine).
 # TYPE rdma_dra_checkpoint_errors_total counter
 rdma_dra_checkpoint_errors_total{op="save"} 1
-# HELP rdma_dra_cleanup_removed_total Leftovers of deleted claims removed by the cleanup loop, by kind (entry, spec).
+# HELP rdma_dra_cleanup_removed_total [ALPHA] Leftovers of deleted claims removed by the cleanup loop, by kind (entry, spec).
 # TYPE rdma_dra_cleanup_removed_total counter
 rdma_dra_cleanup_removed_total{kind="spec"} 2
 `
@@ -54,13 +54,14 @@ rdma_dra_cleanup_removed_total{kind="spec"} 2
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), names...); err != nil {
 		t.Error(err)
 	}
-	if n := testutil.CollectAndCount(m.prepareLatency); n != 1 {
-		t.Errorf("prepare latency series: %d", n)
+	latency, err := testutil.GetHistogramVecFromGatherer(m.Registry(), "rdma_dra_prepare_duration_seconds", nil)
+	if err != nil || len(latency) != 1 || latency.GetAggregatedSampleCount() != 1 {
+		t.Errorf("prepare latency: %d series, %v, want one with 1 observation", len(latency), err)
 	}
 
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	for _, s := range []string{"rdma_dra_build_info{", "go_goroutines", "rdma_dra_prepare_duration_seconds_bucket"} {
+	for _, s := range []string{"# HELP rdma_dra_build_info [ALPHA] ", "rdma_dra_build_info{", "go_goroutines", "rdma_dra_prepare_duration_seconds_bucket"} {
 		if !strings.Contains(rec.Body.String(), s) {
 			t.Errorf("/metrics lacks %s", s)
 		}

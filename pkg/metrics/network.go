@@ -3,33 +3,33 @@ package metrics
 import (
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/component-base/metrics"
 )
 
 // networkMetrics are the metrics of network attachment (docs/network-attachment.md).
 type networkMetrics struct {
-	attachLatency prometheus.Histogram
-	attaches      *prometheus.CounterVec
+	attachLatency *metrics.Histogram
+	attaches      *metrics.CounterVec
 }
 
 func newNetworkMetrics() networkMetrics {
 	return networkMetrics{
 		// Attaching runs inside the runtime's pod sandbox creation: tens of
 		// milliseconds, and the runtime's NRI request timeout (2 s by default) above.
-		attachLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: Namespace, Name: "network_attach_duration_seconds",
+		attachLatency: metrics.NewHistogram(&metrics.HistogramOpts{
+			Namespace: Namespace, Name: "network_attach_duration_seconds", StabilityLevel: Stability,
 			Help:    "Duration of attaching the claimed networks of one pod sandbox.",
 			Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2},
 		}),
-		attaches: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "network_attaches_total",
+		attaches: metrics.NewCounterVec(&metrics.CounterOpts{
+			Namespace: Namespace, Name: "network_attaches_total", StabilityLevel: Stability,
 			Help: "Pod sandboxes whose claimed networks were attached, by result.",
 		}, []string{"result"}),
 	}
 }
 
-func (n networkMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{n.attachLatency, n.attaches}
+func (n networkMetrics) registerables() []metrics.Registerable {
+	return []metrics.Registerable{n.attachLatency, n.attaches}
 }
 
 // ObserveAttach records the attachment of one pod sandbox's networks.

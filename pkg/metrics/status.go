@@ -3,7 +3,7 @@ package metrics
 import (
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/component-base/metrics"
 )
 
 // Outcomes of a claim status update, the "result" label of claim_status_updates_total.
@@ -27,38 +27,42 @@ var StatusResults = []string{StatusWritten, StatusCoalesced, StatusForgotten, St
 
 // statusMetrics are the metrics of the claim status writer.
 type statusMetrics struct {
-	statusUpdates *prometheus.CounterVec
-	statusPending prometheus.Gauge
-	statusLag     prometheus.Histogram
+	statusUpdates *metrics.CounterVec
+	statusPending *metrics.Gauge
+	statusLag     *metrics.Histogram
 }
 
 func newStatusMetrics() statusMetrics {
-	s := statusMetrics{
-		statusUpdates: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "claim_status_updates_total",
+	return statusMetrics{
+		statusUpdates: metrics.NewCounterVec(&metrics.CounterOpts{
+			Namespace: Namespace, Name: "claim_status_updates_total", StabilityLevel: Stability,
 			Help: "Claim status updates by outcome (written, coalesced, forgotten, retried, failed); failed ones are the only ones lost.",
 		}, []string{"result"}),
-		statusPending: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: Namespace, Name: "claim_status_pending",
+		statusPending: metrics.NewGauge(&metrics.GaugeOpts{
+			Namespace: Namespace, Name: "claim_status_pending", StabilityLevel: Stability,
 			Help: "Prepared claims whose latest status is not written yet.",
 		}),
 		// A write is one request on the status client's own budget: milliseconds when
 		// idle, seconds when a burst of prepares waits for the budget or the API server
 		// is down and the backoff grows.
-		statusLag: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: Namespace, Name: "claim_status_lag_seconds",
+		statusLag: metrics.NewHistogram(&metrics.HistogramOpts{
+			Namespace: Namespace, Name: "claim_status_lag_seconds", StabilityLevel: Stability,
 			Help:    "Time from a claim's status change (prepare, network attachment) to the API server having it.",
 			Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300},
 		}),
 	}
-	for _, r := range StatusResults {
-		s.statusUpdates.WithLabelValues(r) // the series exist before the first update
-	}
-	return s
 }
 
-func (s statusMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{s.statusUpdates, s.statusPending, s.statusLag}
+func (s statusMetrics) registerables() []metrics.Registerable {
+	return []metrics.Registerable{s.statusUpdates, s.statusPending, s.statusLag}
+}
+
+// makeSeries makes the series that exist before the first update; only a registered
+// vector makes them.
+func (s statusMetrics) makeSeries() {
+	for _, r := range StatusResults {
+		s.statusUpdates.WithLabelValues(r)
+	}
 }
 
 // ObserveClaimStatus counts one claim status update with its outcome (StatusResults).

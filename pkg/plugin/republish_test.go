@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2/ktesting"
@@ -253,7 +253,7 @@ func TestRepublishTransitions(t *testing.T) {
 				}
 			}
 			want := `
-# HELP rdma_dra_republish_total ResourceSlices republished after a change, by what noticed it (poll, netlink, rescan, fallback).
+# HELP rdma_dra_republish_total [ALPHA] ResourceSlices republished after a change, by what noticed it (poll, netlink, rescan, fallback).
 # TYPE rdma_dra_republish_total counter
 rdma_dra_republish_total{trigger="fallback"} 0
 rdma_dra_republish_total{trigger="netlink"} 0
@@ -264,8 +264,8 @@ rdma_dra_republish_total{trigger="rescan"} 0
 				t.Error(err)
 			}
 			// Every poll's change is timed; the fake clock makes each take no time.
-			if n, err := testutil.GatherAndCount(n.metrics.Registry(), "rdma_dra_republish_latency_seconds"); err != nil || n != 1 {
-				t.Errorf("latency histogram: %d series, %v", n, err)
+			if vec, err := testutil.GetHistogramVecFromGatherer(n.metrics.Registry(), "rdma_dra_republish_latency_seconds", nil); err != nil || len(vec) != 1 {
+				t.Errorf("latency histogram: %d series, %v", len(vec), err)
 			}
 		})
 	}
