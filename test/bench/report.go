@@ -39,10 +39,9 @@ func figures(r *Results) map[string]Chart {
 	out := map[string]Chart{}
 	d := r.Details
 	if len(d.Throughput) > 0 {
-		var rate, p99 []Point
+		var rate []Point
 		for _, t := range d.Throughput {
 			rate = append(rate, Point{float64(t.Concurrency), t.PerSec})
-			p99 = append(p99, Point{float64(t.Concurrency), t.Prepare.P99})
 		}
 		out[figThroughput] = Chart{Title: "prepare+unprepare cycles per second", XLabel: "concurrent claims", YLabel: "cycles/s",
 			LogX: true, Series: []Series{{Name: "cycles/s", Points: rate}}, Goal: ptr(300)}
