@@ -41,11 +41,21 @@ bench: bench-report ## the performance report: docs/benchmarks.md and _output/be
 bench-micro: ## Go micro-benchmarks of discovery, the device model, CDI specs, prepare and the controller at 1,000 nodes
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/...
 
+# The linters are pinned in hack/tools/go.mod, a module of their own so that the driver's
+# go.mod does not carry them. `go tool` builds them from the module proxy the first time
+# (a few minutes) and reuses the cached binaries after that.
+TOOLS_MODFILE := $(CURDIR)/hack/tools/go.mod
+GOLANGCI_LINT := $(GO) tool -modfile=$(TOOLS_MODFILE) golangci-lint
+LOGCHECK := $(GO) tool -modfile=$(TOOLS_MODFILE) logcheck
+
 .PHONY: lint
-lint: ## go vet and a gofmt check of both modules (with the build tags of the failpoint, the real-kernel tier and scheduler_perf)
+lint: ## go vet, golangci-lint (.golangci.yml) and a gofmt check of both modules (with the build tags of the failpoint, the real-kernel tier and scheduler_perf); logcheck of the driver's contextual logging
 	$(GO) vet ./...
 	$(GO) vet -tags failpoint ./pkg/plugin/ ./cmd/rdma-dra-kubeletplugin/
 	cd test && $(GO) vet ./... && $(GO) vet -tags e2ekernel ./kernel && $(GO) vet -tags kernelvm ./kernel/invm && $(GO) vet -tags schedperf ./scale/schedperf
+	$(GOLANGCI_LINT) run --config $(CURDIR)/.golangci.yml ./...
+	cd test && $(GOLANGCI_LINT) run --config $(CURDIR)/.golangci.yml ./...
+	$(LOGCHECK) -check-contextual -check-logger-constructor -check-value ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 .PHONY: fmt

@@ -205,6 +205,7 @@ func checkHooks(t *testing.T, got *oci.Spec, wantArgs []string) {
 	var hooks []oci.Hook
 	if got.Hooks != nil {
 		hooks = got.Hooks.CreateContainer
+		//nolint:staticcheck // SA1019: Prestart is deprecated, and a hook there is exactly what must not appear.
 		if n := len(got.Hooks.Prestart) + len(got.Hooks.CreateRuntime) + len(got.Hooks.StartContainer) + len(got.Hooks.Poststart) + len(got.Hooks.Poststop); n > 0 {
 			t.Errorf("%d hooks outside createContainer", n)
 		}

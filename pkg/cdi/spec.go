@@ -330,10 +330,10 @@ func memlockLimit(configs []*v1alpha1.RdmaConfig) (string, bool) {
 	var maxBytes int64
 	asked := false
 	for _, c := range configs {
-		switch p := *c.Memlock; {
-		case p == v1alpha1.MemlockUnlimited:
+		switch p := *c.Memlock; p {
+		case v1alpha1.MemlockUnlimited:
 			return "unlimited", true
-		case p == v1alpha1.MemlockUnset:
+		case v1alpha1.MemlockUnset:
 		default:
 			// Validated by BuildSpec, so Bytes succeeds.
 			n, _ := p.Bytes()

@@ -3,6 +3,7 @@ package cdi
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -61,7 +62,7 @@ func TestWrite(t *testing.T) {
 		}
 	})
 	t.Run("new content replaces the file", func(t *testing.T) {
-		two := append(one, exclusive("nic", ib("mlx5_1", 1, 1, 1), cfg(nil)))
+		two := append(slices.Clone(one), exclusive("nic", ib("mlx5_1", 1, 1, 1), cfg(nil)))
 		if _, err := w.Write(ctx, testClaimUID, two); err != nil {
 			t.Fatal(err)
 		}

@@ -65,9 +65,8 @@ func TestLookupAttribute(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v, ok := LookupAttribute(tc.driver, &resourceapi.Device{Attributes: tc.attrs}, tc.lookup)
-			if got := ""; ok {
-				got = *v.StringValue
-				if got != tc.want {
+			if ok {
+				if got := *v.StringValue; got != tc.want {
 					t.Errorf("got %q, want %q", got, tc.want)
 				}
 			} else if tc.want != "" {

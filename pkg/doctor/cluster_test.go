@@ -197,7 +197,7 @@ func TestClusterChecksOrder(t *testing.T) {
 		t.Fatalf("%d results with a cluster, %d without; want 4 more", len(with), len(without))
 	}
 	var names []string
-	for _, r := range with[len(without)-1 : len(with)] {
+	for _, r := range with[len(without)-1:] {
 		names = append(names, r.Check)
 	}
 	want := []string{CheckKubernetesVersion, CheckDRAAPI, CheckKubeletVersion, CheckDeviceModel, CheckIBDev2Netdev}

@@ -21,8 +21,8 @@ import (
 //     https://github.com/containerd/containerd/blob/main/docs/cri/config.md
 //   - enable_cdi is false by default in containerd 1.7 (a backport that would have turned
 //     it on was declined: https://github.com/containerd/containerd/pull/9666) and true from
-//     2.0 (https://github.com/containerd/containerd/blob/main/docs/containerd-2.0.md);
-//     deprecated in 2.2 and removed in 2.4, where CDI is always on
+//     2.0 (https://github.com/containerd/containerd/blob/main/docs/containerd-2.0.md); it
+//     is deprecated in 2.2 and removed in 2.4, where CDI is always on
 //     (https://github.com/containerd/containerd/blob/main/RELEASES.md, "Deprecated config
 //     properties").
 //   - cdi_spec_dirs defaults to ["/etc/cdi", "/var/run/cdi"] in 1.7 and 2.x.

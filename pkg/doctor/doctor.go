@@ -236,10 +236,10 @@ func (e *env) devPath(rel string) string { return filepath.Join(e.h.DevRoot, fil
 func Worst(rs ...Status) Status {
 	worst := OK
 	for _, s := range rs {
-		switch {
-		case s == Fail:
+		switch s {
+		case Fail:
 			return Fail
-		case s == Warn:
+		case Warn:
 			worst = Warn
 		}
 	}

@@ -63,7 +63,8 @@ func (NetlinkSource) Subscribe(ctx context.Context, onError func(error)) (<-chan
 		// drained until it closes the channel, or its goroutine leaks.
 		stop := func() {
 			close(done)
-			for range updates { //nolint:revive // draining
+			for range updates {
+				// Drained, not used.
 			}
 		}
 		for {

@@ -3,6 +3,7 @@ package migrate
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -100,7 +101,7 @@ func ExistingObjects(data []byte, source string) ([]Claimant, error) {
 	for {
 		var obj map[string]json.RawMessage
 		if err := dec.Decode(&obj); err != nil {
-			if err == io.EOF {
+			if errors.Is(err, io.EOF) {
 				return out, nil
 			}
 			return nil, fmt.Errorf("parse %s: %w", source, err)

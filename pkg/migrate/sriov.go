@@ -194,9 +194,7 @@ func selectorSets(raw json.RawMessage) ([]sriovSelectors, error) {
 func (in sriovSelectors) pluginSelector() PluginSelector {
 	ps := PluginSelector{Vendors: in.Vendors, DeviceIDs: in.Devices, Drivers: in.Drivers, PCIAddresses: in.PCIAddresses,
 		PFNames: in.PFNames, RootDevices: in.RootDevices, LinkTypes: in.LinkTypes}
-	for _, u := range in.unsupported() {
-		ps.Unsupported = append(ps.Unsupported, u)
-	}
+	ps.Unsupported = append(ps.Unsupported, in.unsupported()...)
 	return ps
 }
 

@@ -70,11 +70,11 @@ type Target struct {
 type Phase string
 
 const (
-	// PhaseAttaching: Attach is (or was, before a crash) under way.
+	// PhaseAttaching means Attach is (or was, before a crash) under way.
 	PhaseAttaching Phase = "Attaching"
-	// PhaseAttached: everything in the Spec is in place.
+	// PhaseAttached means everything in the Spec is in place.
 	PhaseAttached Phase = "Attached"
-	// PhaseDetaching: Detach is (or was) under way.
+	// PhaseDetaching means Detach is (or was) under way.
 	PhaseDetaching Phase = "Detaching"
 )
 

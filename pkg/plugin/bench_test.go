@@ -40,9 +40,11 @@ func benchmarkPrepare(b *testing.B, workers, devices int) {
 	h := newHarness(b, "dgx-h100")
 	if dir := os.Getenv(benchDirEnv); dir != "" {
 		var err error
+		//nolint:usetesting // b.TempDir cannot be put on the filesystem named by the environment.
 		if h.dataDir, err = os.MkdirTemp(dir, "data-"); err != nil {
 			b.Fatal(err)
 		}
+		//nolint:usetesting // on benchDirEnv's filesystem too, as above
 		if h.cdiDir, err = os.MkdirTemp(dir, "cdi-"); err != nil {
 			b.Fatal(err)
 		}

@@ -35,9 +35,10 @@ type nriPlugin struct {
 // the reason (podNetwork.ready).
 func (p *podNetwork) RunNRI(ctx context.Context, name string) {
 	logger := klog.FromContext(ctx).WithName("nri")
+	ctx = klog.NewContext(ctx, logger)
 	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Cap: 30 * time.Second, Steps: 1 << 30}
 	for ctx.Err() == nil {
-		err := p.serveNRI(ctx, logger, name)
+		err := p.serveNRI(ctx, name)
 		p.setConnected(false, err)
 		if ctx.Err() != nil {
 			return
@@ -52,7 +53,9 @@ func (p *podNetwork) RunNRI(ctx context.Context, name string) {
 	}
 }
 
-func (p *podNetwork) serveNRI(ctx context.Context, logger klog.Logger, name string) error {
+// serveNRI serves one connection to the runtime's NRI, logging through ctx's logger.
+func (p *podNetwork) serveNRI(ctx context.Context, name string) error {
+	logger := klog.FromContext(ctx)
 	if _, err := os.Stat(p.socket); err != nil {
 		return fmt.Errorf("NRI socket: %w", err)
 	}

@@ -170,7 +170,8 @@ func (v *Validator) opaque(fldPath *field.Path, c *resourceapi.OpaqueDeviceConfi
 	if err != nil {
 		return nil, field.ErrorList{field.Invalid(path, truncate(string(c.Parameters.Raw)), err.Error())}
 	}
-	return cfg, cfg.ValidateFor(path, source)
+	errs := cfg.ValidateFor(path, source)
+	return cfg, errs
 }
 
 // classLimits checks cfg against the admin limits of each named DeviceClass.

@@ -55,7 +55,8 @@ func (v Variant) build(inv *discovery.Inventory, node string) ([]*resourceapi.Re
 	if err != nil {
 		return nil, nil, fmt.Errorf("build %s model of %s: %w", v.Name, node, err)
 	}
-	return res.ResourceSlices(), res, nil
+	out := res.ResourceSlices()
+	return out, res, nil
 }
 
 // eightPortInventory discovers the 8-port mock node (8 ConnectX-7 NDR InfiniBand ports)

@@ -12,7 +12,6 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	apiresource "k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
@@ -75,7 +74,7 @@ func createAllocatedClaims(ctx context.Context, kube kubernetes.Interface, p *Pl
 		}
 		var results []resourceapi.DeviceRequestAllocationResult
 		for j := range k {
-			share := types.UID(uuid.NewUUID())
+			share := uuid.NewUUID()
 			results = append(results, resourceapi.DeviceRequestAllocationResult{
 				Request: "rdma", Driver: devicemodel.DefaultDriverName, Pool: p.Pool(),
 				Device: devices[(i+j)%len(devices)], ShareID: &share,

@@ -108,11 +108,9 @@ func writeModels(b *strings.Builder, r *Results) {
 	fmt.Fprintf(b, "| model | slices | devices | JSON bytes | alloc ms/pod | snapshot | build | Allocate calls | per call |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, s := range d.SliceSizes {
 		a, ok := alloc[s.Variant.Name]
-		ms := "—"
+		ms := "— | — | — | — | —"
 		if ok {
 			ms = fmt.Sprintf("%.3g | %.3g ms | %.3g ms | %.3g ms | %.0f µs", a.PerPod.Mean, a.SnapshotMS, a.BuildMS, a.FilterMS, a.PerNodeUS)
-		} else {
-			ms = "— | — | — | — | —"
 		}
 		fmt.Fprintf(b, "| %s | %d | %d | %d | %s |\n", s.Variant.Name, s.Slices, s.Devices, s.Bytes, ms)
 	}

@@ -307,7 +307,7 @@ func (c *Cluster) Status(ctx context.Context) error {
 	}
 	fmt.Printf("\nexport KUBECONFIG=%s\n", c.Layout.Kubeconfig())
 	if st.running != len(st.rows) {
-		return fmt.Errorf("%d of %d processes run; logs in %s", st.running, len(st.rows), filepath.Join(c.Layout.Logs()))
+		return fmt.Errorf("%d of %d processes run; logs in %s", st.running, len(st.rows), c.Layout.Logs())
 	}
 	return nil
 }

@@ -104,7 +104,9 @@ func (c *Cluster) apply(ctx context.Context, manifest string) error {
 		f.Close()
 		return fmt.Errorf("write manifest: %w", err)
 	}
-	f.Close()
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write manifest: %w", err)
+	}
 	_, err = c.kubectl(ctx, "apply", "-f", f.Name())
 	return err
 }

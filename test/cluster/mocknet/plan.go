@@ -155,7 +155,8 @@ func PlanTree(ctx context.Context, sysRoot string) (*Plan, error) {
 		plan.Links = append(plan.Links, *l)
 	}
 	plan.sort()
-	return plan, plan.Validate()
+	err = plan.Validate()
+	return plan, err
 }
 
 // sort orders bonds first (slaves need their bridge), then by name.

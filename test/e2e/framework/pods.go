@@ -250,11 +250,11 @@ func ParseReport(out string) Report {
 	r := Report{Env: map[string]string{}, Devices: map[string]string{}, Raw: out}
 	section := "env"
 	for _, line := range strings.Split(out, "\n") {
-		switch {
-		case line == "--- /dev/infiniband":
+		switch line {
+		case "--- /dev/infiniband":
 			section = "dev"
 			continue
-		case line == "--- end":
+		case "--- end":
 			section = "done"
 			continue
 		}

@@ -11,7 +11,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -93,10 +92,4 @@ func newRoCE(t testing.TB, ibdev, netdev, peer string) roce {
 		}
 	})
 	return roce{IBDev: ibdev, Netdev: netdev, Peer: peer}
-}
-
-// fileExists reports whether a path exists.
-func fileExists(name string) bool {
-	_, err := os.Stat(name)
-	return err == nil
 }

@@ -69,11 +69,12 @@ func main() {
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, log, flag.Args(), *repo, *cacheDir, *goCmd, *containerd, *kubeVersion, localcluster.Options{
+	err := run(ctx, log, flag.Args(), *repo, *cacheDir, *goCmd, *containerd, *kubeVersion, localcluster.Options{
 		FeatureGates: *gates, RuntimeConfig: *runtimeCfg, Fixture: *fixture, MockProfile: *profile,
 		SkipSmoke: *skipSmoke, Verbosity: *verbosity,
-	}, d); err != nil {
+	}, d)
+	stop()
+	if err != nil {
 		log.Error("localcluster "+flag.Arg(0)+" failed", "err", err)
 		os.Exit(1)
 	}

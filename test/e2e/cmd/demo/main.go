@@ -75,7 +75,7 @@ func run(repo string, timeout time.Duration) error {
 		}
 		rows = append(rows, r...)
 	}
-	print(env, rows)
+	printRows(env, rows)
 	return printRocePair(ctx, env)
 }
 
@@ -186,7 +186,7 @@ func allocation(ctx context.Context, env *framework.Env, p *corev1.Pod) (string,
 	return name, strings.Join(framework.AllocatedDevices(c), ","), nil
 }
 
-func print(env *framework.Env, rows []row) {
+func printRows(env *framework.Env, rows []row) {
 	fmt.Printf("\nrdma-dra-driver demo on node %s (mock dgx-h100: 8 InfiniBand ports mlx5_0..7, 2 RoCE ports mlx5_8/9)\n\n", env.Node)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "POD\tCLAIM\tALLOCATED (request=device)\tNCCL_IB_HCA\tNCCL_IB_GID_INDEX\t/dev/infiniband (seen in the container)")
