@@ -102,7 +102,7 @@ func (c *Cluster) cleanupKubeProxy(ctx context.Context) error {
 		return nil
 	}
 	proxy := c.Bins.Kubernetes.Path("kube-proxy")
-	if _, err := os.Stat(proxy); err != nil {
+	if !exists(proxy) {
 		return nil
 	}
 	if out, err := exec.CommandContext(ctx, proxy, "--cleanup").CombinedOutput(); err != nil {
@@ -113,7 +113,7 @@ func (c *Cluster) cleanupKubeProxy(ctx context.Context) error {
 
 // deleteBridge deletes the pods' bridge, if it is there.
 func deleteBridge(ctx context.Context) error {
-	if _, err := os.Stat("/sys/class/net/" + BridgeName); err != nil {
+	if !exists("/sys/class/net/" + BridgeName) {
 		return nil
 	}
 	if out, err := exec.CommandContext(ctx, "ip", "link", "delete", BridgeName).CombinedOutput(); err != nil {
@@ -123,17 +123,27 @@ func deleteBridge(ctx context.Context) error {
 }
 
 // restoreSysctls sets the sysctls Up changed back to the values it recorded; without a
-// readable record there is nothing to restore.
+// record there is nothing to restore.
 func restoreSysctls(l Layout) error {
+	if !exists(l.SysctlFile()) {
+		return nil
+	}
 	data, err := os.ReadFile(l.SysctlFile())
 	if err != nil {
-		return nil
+		return fmt.Errorf("read the sysctls to restore: %w", err)
 	}
 	var prev map[string]string
-	if json.Unmarshal(data, &prev) != nil {
-		return nil
+	if err := json.Unmarshal(data, &prev); err != nil {
+		return fmt.Errorf("decode %s: %w", l.SysctlFile(), err)
 	}
 	return host.RestoreSysctls(prev)
+}
+
+// exists reports whether path can be stat'ed: a missing kube-proxy or bridge leaves
+// nothing to clean up.
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // removeHostLeftovers removes, best effort, what the cluster leaves at fixed paths of the
