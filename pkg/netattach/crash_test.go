@@ -195,7 +195,7 @@ func TestPodNamespaceGone(t *testing.T) {
 				} else {
 					clk.Step(f.a.returnTimeout)
 				}
-				err = receive(t, "Detach", detached)
+				err = testwait.Receive(t, "Detach to return", detached)
 			}
 			if tc.never {
 				if err == nil || !strings.Contains(err.Error(), "neither in the pod nor back in the host") {

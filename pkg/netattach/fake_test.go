@@ -9,11 +9,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"testing"
 
 	"github.com/vishvananda/netlink"
-
-	"github.com/rdma-dra/rdma-dra-driver/internal/testwait"
 )
 
 // fakeWorld is an in-memory model of the kernel's network namespaces, as far as this
@@ -230,19 +227,4 @@ func (w *fakeWorld) addAddr(l *fakeLink, p string) {
 	if l.attrs.Flags&net.FlagUp != 0 {
 		l.addPrefixRoute(netip.MustParsePrefix(p))
 	}
-}
-
-// receive returns what c delivers, failing t if nothing comes within testwait's bound.
-func receive[T any](t *testing.T, what string, c <-chan T) T {
-	t.Helper()
-	var v T
-	testwait.For(t, what+" to return", func() bool {
-		select {
-		case v = <-c:
-			return true
-		default:
-			return false
-		}
-	})
-	return v
 }

@@ -178,7 +178,7 @@ func TestFindGIDWaits(t *testing.T) {
 			// The entry is not there yet: FindGID waits for its next poll.
 			testwait.For(t, "FindGID waiting", clk.HasWaiters)
 			tc.then(clk, cancel)
-			got := receive(t, "FindGID", found)
+			got := testwait.Receive(t, "FindGID to return", found)
 			if !errors.Is(got.err, tc.err) || tc.err == nil && got.idx != tc.want {
 				t.Errorf("FindGID = %d, %v; want %d, %v", got.idx, got.err, tc.want, tc.err)
 			}

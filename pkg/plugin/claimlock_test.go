@@ -73,7 +73,7 @@ func TestClaimLocks(t *testing.T) {
 			wctx, cancel := context.WithCancel(ctx)
 			got := waiting(wctx)
 			cancel()
-			if h := receiveHeld(t, got); h != nil {
+			if h := testwait.Receive(t, "the lock to return", got); h != nil {
 				t.Fatal("waiting for a held claim did not end with its context")
 			}
 			// A waiter blocked on a's file while the holder removes it must end up
@@ -83,7 +83,7 @@ func TestClaimLocks(t *testing.T) {
 			if clk, ok := other.clock.(*testclock.FakeClock); ok && tc.otherProc {
 				clk.Step(claimLockPoll)
 			}
-			waiter := receiveHeld(t, got)
+			waiter := testwait.Receive(t, "the lock to return", got)
 			if waiter == nil {
 				t.Fatal("the waiter did not get the lock")
 			}
@@ -105,19 +105,4 @@ func TestClaimLocks(t *testing.T) {
 			}
 		})
 	}
-}
-
-// receiveHeld returns what a lock in another goroutine returned.
-func receiveHeld(t *testing.T, c <-chan *heldClaims) *heldClaims {
-	t.Helper()
-	var h *heldClaims
-	testwait.For(t, "the lock to return", func() bool {
-		select {
-		case h = <-c:
-			return true
-		default:
-			return false
-		}
-	})
-	return h
 }

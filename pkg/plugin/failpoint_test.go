@@ -51,7 +51,7 @@ func TestFailpointHoldsPrepare(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk.Step(d.hold.poll)
-	if res := <-done; res.Err != nil {
+	if res := testwait.Receive(t, "prepare after release", done); res.Err != nil {
 		t.Fatalf("prepare after release: %v", res.Err)
 	}
 }
