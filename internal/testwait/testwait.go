@@ -1,6 +1,9 @@
 // Package testwait waits, in tests, for what another goroutine does: one bound and one
 // polling loop (k8s.io/apimachinery's wait) for every package's tests, instead of a
-// busy-wait helper in each.
+// busy-wait helper in each. It is for what must happen; a test does not wait a while to
+// see that something does not happen: it steps a fake clock (k8s.io/utils/clock/testing)
+// past the moment, or runs in a testing/synctest bubble and looks once every goroutine
+// waits (synctest.Wait).
 package testwait
 
 import (
@@ -34,4 +37,18 @@ func Poll(cond func() bool) bool {
 		return cond(), nil
 	})
 	return err == nil
+}
+
+// Receive returns the next value from c and fails t with what if none comes within
+// Timeout.
+func Receive[T any](t testing.TB, what string, c <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-c:
+		return v
+	case <-time.After(Timeout):
+		t.Fatalf("%s: not within %s", what, Timeout)
+	}
+	var zero T
+	return zero
 }

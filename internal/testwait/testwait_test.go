@@ -14,3 +14,11 @@ func TestPoll(t *testing.T) {
 		t.Errorf("cond called %d times, want 3 (it must stop once it holds)", got)
 	}
 }
+
+func TestReceive(t *testing.T) {
+	c := make(chan int, 1)
+	go func() { c <- 7 }()
+	if got := Receive(t, "value", c); got != 7 {
+		t.Errorf("Receive = %d, want 7", got)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -151,104 +152,110 @@ var plugBack func()
 
 // TestMonitorRun: a poll that finds a change, a netlink event and the periodic rescan
 // each become a signal; signals nobody takes yet merge, a change winning over a rescan.
+// It runs in a synctest bubble, so that "no signal" is checked once the monitor waits
+// rather than after a while.
 func TestMonitorRun(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	n := newTestNode(t, "disabled-port")
-	c := testclock.NewFakeClock(epoch)
-	links := newFakeLinks()
-	gauges := &fakeGauges{states: map[string]string{}}
-	m, err := New(Options{SysfsRoot: n.root, PollInterval: time.Second, RescanInterval: 30 * time.Second, Links: links, Clock: c, Metrics: gauges})
-	if err != nil {
-		t.Fatal(err)
-	}
-	inv := n.discover()
-	m.Observe(ctx, Scan{Inventory: inv, Changed: true, Models: models(t, inv)})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		m.Run(ctx)
-	}()
-	netlink := <-links.subscribed
-	waitFor(t, m.NetlinkActive)
-	waitFor(t, func() bool { return c.Waiters() >= 2 }) // the poll and rescan tickers
-
-	receive := func() Signal {
-		t.Helper()
-		select {
-		case s := <-m.C():
-			return s
-		case <-time.After(10 * time.Second):
-			t.Fatal("no signal")
+	synctest.Test(t, func(t *testing.T) {
+		_, ctx := ktesting.NewTestContext(t)
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		n := newTestNode(t, "disabled-port")
+		c := testclock.NewFakeClock(epoch)
+		links := newFakeLinks()
+		gauges := &fakeGauges{states: map[string]string{}}
+		m, err := New(Options{SysfsRoot: n.root, PollInterval: time.Second, RescanInterval: 30 * time.Second, Links: links, Clock: c, Metrics: gauges})
+		if err != nil {
+			t.Fatal(err)
 		}
-		return Signal{}
-	}
-	expectNone := func() {
-		t.Helper()
-		select {
-		case s := <-m.C():
-			t.Fatalf("unexpected signal %+v", s)
-		case <-time.After(50 * time.Millisecond):
+		inv := n.discover()
+		m.Observe(ctx, Scan{Inventory: inv, Changed: true, Models: models(t, inv)})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			m.Run(ctx)
+		}()
+		netlink := <-links.subscribed
+		waitFor(t, m.NetlinkActive)
+		waitFor(t, func() bool { return c.Waiters() >= 2 }) // the poll and rescan tickers
+
+		receive := func() Signal {
+			t.Helper()
+			select {
+			case s := <-m.C():
+				return s
+			case <-time.After(10 * time.Second):
+				t.Fatal("no signal")
+			}
+			return Signal{}
 		}
-	}
+		// expectNone checks, once everything in the bubble waits, that no signal is pending.
+		expectNone := func() {
+			t.Helper()
+			synctest.Wait()
+			select {
+			case s := <-m.C():
+				t.Fatalf("unexpected signal %+v", s)
+			default:
+			}
+		}
 
-	// step moves the clock by a poll interval and waits for the poll to be done.
-	step := func() {
-		t.Helper()
-		c.Step(time.Second)
-		now := c.Now()
-		waitFor(t, func() bool { return m.LastPoll().Equal(now) })
-	}
+		// step moves the clock by a poll interval and waits for the poll to be done.
+		step := func() {
+			t.Helper()
+			c.Step(time.Second)
+			now := c.Now()
+			waitFor(t, func() bool { return m.LastPoll().Equal(now) })
+		}
 
-	// A quiet poll: no signal, health verified.
-	step()
-	expectNone()
-
-	// The port goes down: the next poll signals.
-	n.setState("mlx5_1", 1, "1: DOWN", "2: Polling")
-	step()
-	s := receive()
-	want := Signal{Source: SourcePoll, Reason: "mlx5_1 port 1: ACTIVE (LinkUp) -> DOWN (Polling)", At: epoch.Add(2 * time.Second)}
-	if s != want {
-		t.Errorf("signal %+v, want %+v", s, want)
-	}
-	// The gauge follows the poll, before any rescan.
-	waitFor(t, func() bool { return gauges.snapshot()["mlx5_1/1"] == "DOWN" })
-	report, _, _ := m.reporter.Report()
-	if i := slices.IndexFunc(report.Devices, func(d kubeletplugin.DeviceHealth) bool { return d.DeviceName == "mlx5-1-p1" }); i < 0 || report.Devices[i].Health != "Unhealthy" {
-		t.Errorf("health of mlx5-1-p1 after the poll: %+v", report.Devices)
-	}
-
-	// Nobody rescans yet: later polls and the rescan merge into one pending signal that
-	// keeps the first change's time.
-	for range 30 {
+		// A quiet poll: no signal, health verified.
 		step()
-	}
-	s = receive()
-	if s.Source != SourcePoll || !s.At.Equal(epoch.Add(3*time.Second)) {
-		t.Errorf("merged signal %+v", s)
-	}
-	m.Observe(ctx, Scan{Previous: inv, Inventory: n.discover(), Changed: true})
-	expectNone()
+		expectNone()
 
-	// A netlink event signals at once, without a poll.
-	netlink <- LinkEvent{Index: 4, Name: "ibp64s0", Type: "ipoib", OperState: "down"}
-	s = receive()
-	if s.Source != SourceNetlink || s.Reason != "netdev ibp64s0 added or changed" || !s.At.Equal(c.Now()) {
-		t.Errorf("netlink signal %+v", s)
-	}
-
-	// The periodic rescan.
-	for range 29 {
+		// The port goes down: the next poll signals.
+		n.setState("mlx5_1", 1, "1: DOWN", "2: Polling")
 		step()
-	}
-	s = receive()
-	if s.Source != SourceRescan || s.Change() {
-		t.Errorf("rescan signal %+v", s)
-	}
-	cancel()
-	<-done
+		s := receive()
+		want := Signal{Source: SourcePoll, Reason: "mlx5_1 port 1: ACTIVE (LinkUp) -> DOWN (Polling)", At: epoch.Add(2 * time.Second)}
+		if s != want {
+			t.Errorf("signal %+v, want %+v", s, want)
+		}
+		// The gauge follows the poll, before any rescan.
+		waitFor(t, func() bool { return gauges.snapshot()["mlx5_1/1"] == "DOWN" })
+		report, _, _ := m.reporter.Report()
+		if i := slices.IndexFunc(report.Devices, func(d kubeletplugin.DeviceHealth) bool { return d.DeviceName == "mlx5-1-p1" }); i < 0 || report.Devices[i].Health != "Unhealthy" {
+			t.Errorf("health of mlx5-1-p1 after the poll: %+v", report.Devices)
+		}
+
+		// Nobody rescans yet: later polls and the rescan merge into one pending signal that
+		// keeps the first change's time.
+		for range 30 {
+			step()
+		}
+		s = receive()
+		if s.Source != SourcePoll || !s.At.Equal(epoch.Add(3*time.Second)) {
+			t.Errorf("merged signal %+v", s)
+		}
+		m.Observe(ctx, Scan{Previous: inv, Inventory: n.discover(), Changed: true})
+		expectNone()
+
+		// A netlink event signals at once, without a poll.
+		netlink <- LinkEvent{Index: 4, Name: "ibp64s0", Type: "ipoib", OperState: "down"}
+		s = receive()
+		if s.Source != SourceNetlink || s.Reason != "netdev ibp64s0 added or changed" || !s.At.Equal(c.Now()) {
+			t.Errorf("netlink signal %+v", s)
+		}
+
+		// The periodic rescan.
+		for range 29 {
+			step()
+		}
+		s = receive()
+		if s.Source != SourceRescan || s.Change() {
+			t.Errorf("rescan signal %+v", s)
+		}
+		cancel()
+		<-done
+	})
 }
 
 // TestMonitorPollsAtStart: a port that changed between the plugin's first scan and the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -108,98 +109,103 @@ func TestReporterContent(t *testing.T) {
 }
 
 // TestReporterWatch: the complete report at once, on a change, every ten seconds; stale
-// states are not re-sent; a canceled stream never blocks; two streams at once.
+// states are not re-sent; a canceled stream never blocks; two streams at once. It runs
+// in a synctest bubble, so that "not re-sent" is checked once the stream waits.
 func TestReporterWatch(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	inv := &discovery.Inventory{Ports: []discovery.Port{{IBDev: "mlx5_0", Port: 1, State: "ACTIVE", PhysState: "LinkUp"}}}
-	c := testclock.NewFakeClock(epoch)
-	r := NewReporter(c)
-	r.SetDevices(models(t, inv)[0])
-	r.SetStates(statesOf(inv), c.Now())
+	synctest.Test(t, func(t *testing.T) {
+		_, ctx := ktesting.NewTestContext(t)
+		inv := &discovery.Inventory{Ports: []discovery.Port{{IBDev: "mlx5_0", Port: 1, State: "ACTIVE", PhysState: "LinkUp"}}}
+		c := testclock.NewFakeClock(epoch)
+		r := NewReporter(c)
+		r.SetDevices(models(t, inv)[0])
+		r.SetStates(statesOf(inv), c.Now())
 
-	type stream struct {
-		reports chan kubeletplugin.DeviceHealthReport
-		cancel  context.CancelFunc
-		done    chan error
-	}
-	start := func() stream {
-		sctx, cancel := context.WithCancel(ctx)
-		s := stream{reports: make(chan kubeletplugin.DeviceHealthReport), cancel: cancel, done: make(chan error, 1)}
-		go func() { s.done <- r.Watch(sctx, s.reports) }()
-		return s
-	}
-	receive := func(s stream, want ...string) kubeletplugin.DeviceHealthReport {
-		t.Helper()
-		select {
-		case got := <-s.reports:
-			if diff := cmp.Diff(want, summary(got)); diff != "" {
-				t.Errorf("report (-want +got):\n%s", diff)
+		type stream struct {
+			reports chan kubeletplugin.DeviceHealthReport
+			cancel  context.CancelFunc
+			done    chan error
+		}
+		start := func() stream {
+			sctx, cancel := context.WithCancel(ctx)
+			s := stream{reports: make(chan kubeletplugin.DeviceHealthReport), cancel: cancel, done: make(chan error, 1)}
+			go func() { s.done <- r.Watch(sctx, s.reports) }()
+			return s
+		}
+		receive := func(s stream, want ...string) kubeletplugin.DeviceHealthReport {
+			t.Helper()
+			select {
+			case got := <-s.reports:
+				if diff := cmp.Diff(want, summary(got)); diff != "" {
+					t.Errorf("report (-want +got):\n%s", diff)
+				}
+				return got
+			case <-time.After(10 * time.Second):
+				t.Fatal("no report")
 			}
-			return got
-		case <-time.After(10 * time.Second):
-			t.Fatal("no report")
+			return kubeletplugin.DeviceHealthReport{}
 		}
-		return kubeletplugin.DeviceHealthReport{}
-	}
-	healthy := []string{
-		"node-1-rdma/mlx5-0-p1 Healthy mlx5_0 port 1 is ACTIVE (LinkUp)",
-		"node-1-rdma/mlx5-0-p1-shared Healthy mlx5_0 port 1 is ACTIVE (LinkUp)",
-	}
-	down := []string{
-		"node-1-rdma/mlx5-0-p1 Unhealthy mlx5_0 port 1 is DOWN (Disabled)",
-		"node-1-rdma/mlx5-0-p1-shared Unhealthy mlx5_0 port 1 is DOWN (Disabled)",
-	}
+		healthy := []string{
+			"node-1-rdma/mlx5-0-p1 Healthy mlx5_0 port 1 is ACTIVE (LinkUp)",
+			"node-1-rdma/mlx5-0-p1-shared Healthy mlx5_0 port 1 is ACTIVE (LinkUp)",
+		}
+		down := []string{
+			"node-1-rdma/mlx5-0-p1 Unhealthy mlx5_0 port 1 is DOWN (Disabled)",
+			"node-1-rdma/mlx5-0-p1-shared Unhealthy mlx5_0 port 1 is DOWN (Disabled)",
+		}
 
-	s1 := start()
-	receive(s1, healthy...)
-	// A change is sent at once.
-	r.SetStates(map[PortID]PortState{{"mlx5_0", 1}: {"DOWN", "Disabled"}}, c.Now())
-	receive(s1, down...)
-	// A second stream (the kubelet reconnected) starts with the complete report.
-	s2 := start()
-	receive(s2, down...)
-	// Polls that change nothing send nothing; the periodic resend does, with the time
-	// of the last poll.
-	c.Step(5 * time.Second)
-	r.SetStates(map[PortID]PortState{{"mlx5_0", 1}: {"DOWN", "Disabled"}}, c.Now())
-	waitFor(t, func() bool { return c.Waiters() == 2 })
-	c.Step(5 * time.Second)
-	for _, s := range []stream{s1, s2} {
-		got := receive(s, down...)
-		if !got.Devices[0].LastUpdated.Equal(epoch.Add(5 * time.Second)) {
-			t.Errorf("resend last updated %s", got.Devices[0].LastUpdated)
+		s1 := start()
+		receive(s1, healthy...)
+		// A change is sent at once.
+		r.SetStates(map[PortID]PortState{{"mlx5_0", 1}: {"DOWN", "Disabled"}}, c.Now())
+		receive(s1, down...)
+		// A second stream (the kubelet reconnected) starts with the complete report.
+		s2 := start()
+		receive(s2, down...)
+		// Polls that change nothing send nothing; the periodic resend does, with the time
+		// of the last poll.
+		c.Step(5 * time.Second)
+		r.SetStates(map[PortID]PortState{{"mlx5_0", 1}: {"DOWN", "Disabled"}}, c.Now())
+		waitFor(t, func() bool { return c.Waiters() == 2 })
+		c.Step(5 * time.Second)
+		for _, s := range []stream{s1, s2} {
+			got := receive(s, down...)
+			if !got.Devices[0].LastUpdated.Equal(epoch.Add(5 * time.Second)) {
+				t.Errorf("resend last updated %s", got.Devices[0].LastUpdated)
+			}
 		}
-	}
-	// The first stream's kubelet goes away without reading: Watch returns, unblocked.
-	r.SetStates(map[PortID]PortState{{"mlx5_0", 1}: {"ACTIVE", "LinkUp"}}, c.Now())
-	s1.cancel()
-	if err := <-s1.done; err != nil {
-		t.Errorf("canceled stream: %v", err)
-	}
-	receive(s2, healthy...)
-	// Polling stops: the resends stop once the states are older than the timeout, so
-	// that the kubelet decays them to unknown.
-	for range 2 {
+		// The first stream's kubelet goes away without reading: Watch returns, unblocked.
+		r.SetStates(map[PortID]PortState{{"mlx5_0", 1}: {"ACTIVE", "LinkUp"}}, c.Now())
+		s1.cancel()
+		if err := <-s1.done; err != nil {
+			t.Errorf("canceled stream: %v", err)
+		}
+		receive(s2, healthy...)
+		// Polling stops: the resends stop once the states are older than the timeout, so
+		// that the kubelet decays them to unknown.
+		for range 2 {
+			waitForTimer(t, c)
+			c.Step(ResendInterval)
+			receive(s2, healthy...)
+		}
 		waitForTimer(t, c)
+		c.Step(ResendInterval + time.Second) // 31s since the last poll
+		waitForTimer(t, c)
+		// Once the stream waits, nothing is on its way.
+		synctest.Wait()
+		select {
+		case got := <-s2.reports:
+			t.Errorf("stale report sent: %q", summary(got))
+		default:
+		}
+		// Polling resumes: reports resume.
+		r.SetStates(map[PortID]PortState{{"mlx5_0", 1}: {"ACTIVE", "LinkUp"}}, c.Now())
 		c.Step(ResendInterval)
 		receive(s2, healthy...)
-	}
-	waitForTimer(t, c)
-	c.Step(ResendInterval + time.Second) // 31s since the last poll
-	waitForTimer(t, c)
-	select {
-	case got := <-s2.reports:
-		t.Errorf("stale report sent: %q", summary(got))
-	case <-time.After(100 * time.Millisecond):
-	}
-	// Polling resumes: reports resume.
-	r.SetStates(map[PortID]PortState{{"mlx5_0", 1}: {"ACTIVE", "LinkUp"}}, c.Now())
-	c.Step(ResendInterval)
-	receive(s2, healthy...)
-	s2.cancel()
-	if err := <-s2.done; err != nil {
-		t.Errorf("canceled stream: %v", err)
-	}
+		s2.cancel()
+		if err := <-s2.done; err != nil {
+			t.Errorf("canceled stream: %v", err)
+		}
+	})
 }
 
 // TestReporterBoundsRemovedDevices: devices that left the node are reported for

@@ -9,6 +9,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/klog/v2/ktesting"
+	testclock "k8s.io/utils/clock/testing"
+
+	"github.com/rdma-dra/rdma-dra-driver/internal/testwait"
 )
 
 // countSteps runs one clean Attach and Detach of spec and returns how many journal
@@ -141,9 +144,10 @@ func TestPodNamespaceGone(t *testing.T) {
 		setup func(f *fixture)
 		// returned is where the kernel puts a moved netdev ("" for children).
 		returned string
-		// late returns the netdev only after this delay; never if negative (Detach must
-		// fail and succeed once it is back).
-		late time.Duration
+		// late returns the netdev only while Detach waits for it (half its timeout on the
+		// attacher's clock), never makes it miss the timeout: Detach must fail and succeed
+		// once it is back.
+		late, never bool
 	}{
 		{name: "macvlan", spec: attachCases()[0].spec},
 		{name: "ipvlan", spec: attachCases()[1].spec},
@@ -151,8 +155,8 @@ func TestPodNamespaceGone(t *testing.T) {
 		{name: "move, name free in the host", spec: move, returned: "net1"},
 		{name: "move, name taken in the host", spec: move, returned: "dev",
 			setup: func(f *fixture) { f.w.addLink(rootFD, "device", "net1", "02:00:00:00:00:0b", 1500, false, "") }},
-		{name: "move, returned late", spec: move, returned: "net1", late: 100 * time.Millisecond},
-		{name: "move, not returned in time", spec: move, returned: "net1", late: -1},
+		{name: "move, returned late", spec: move, returned: "net1", late: true},
+		{name: "move, not returned in time", spec: move, returned: "net1", never: true},
 		{name: "move in exclusive mode", spec: exclusive, returned: "net1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -167,23 +171,33 @@ func TestPodNamespaceGone(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			f.w.deferReturn = tc.late != 0
+			clk := testclock.NewFakeClock(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
+			f.a.clock = clk
+			f.w.deferReturn = tc.late || tc.never
 			f.w.killNS(podPath)
-			if tc.late > 0 {
-				go func() {
-					time.Sleep(tc.late)
-					f.w.finishReturn()
-				}()
-			}
 			host := f.w.dump("/host")
-			if tc.returned != "" && tc.late == 0 && !strings.Contains(host, "\n"+tc.returned) {
+			if tc.returned != "" && !f.w.deferReturn && !strings.Contains(host, "\n"+tc.returned) {
 				t.Fatalf("the moved netdev did not come back as %s*:\n%s", tc.returned, host)
 			}
 			if strings.Contains(host, "macvlan") || strings.Contains(host, "ipvlan") || strings.Contains(host, "pkey=0x8001") {
 				t.Fatalf("a child survived its namespace:\n%s", host)
 			}
-			err = f.a.Detach(ctx, st, j.save)
-			if tc.late < 0 {
+			if !f.w.deferReturn {
+				err = f.a.Detach(ctx, st, j.save)
+			} else {
+				detached := make(chan error, 1)
+				go func() { detached <- f.a.Detach(ctx, st, j.save) }()
+				// Detach waits on the clock: the netdev is neither in the pod nor back.
+				testwait.For(t, "Detach waiting for the netdev", clk.HasWaiters)
+				if tc.late {
+					f.w.finishReturn()
+					clk.Step(f.a.returnTimeout / 2)
+				} else {
+					clk.Step(f.a.returnTimeout)
+				}
+				err = testwait.Receive(t, "Detach to return", detached)
+			}
+			if tc.never {
 				if err == nil || !strings.Contains(err.Error(), "neither in the pod nor back in the host") {
 					t.Fatalf("Detach before the netdev returned = %v, want an error", err)
 				}

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/rdma-dra/rdma-dra-driver/pkg/sysfs"
 )
 
@@ -88,9 +90,13 @@ func numeric(names []string) []int {
 	return out
 }
 
-// pollGID calls gidIndexOf until it finds the entry, the timeout passes or ctx ends.
-func pollGID(ctx context.Context, root, ibdev string, port int, ndev string, addr netip.Addr, timeout, interval time.Duration) (int, error) {
-	deadline := time.Now().Add(timeout)
+// pollGID calls gidIndexOf until it finds the entry, the timeout passes on clk (nil is
+// the real clock) or ctx ends.
+func pollGID(ctx context.Context, clk clock.Clock, root, ibdev string, port int, ndev string, addr netip.Addr, timeout, interval time.Duration) (int, error) {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	deadline := clk.Now().Add(timeout)
 	for {
 		idx, found, err := gidIndexOf(root, ibdev, port, ndev, addr)
 		if err != nil {
@@ -99,15 +105,15 @@ func pollGID(ctx context.Context, root, ibdev string, port int, ndev string, add
 		if found {
 			return idx, nil
 		}
-		if !time.Now().Before(deadline) {
+		if !clk.Now().Before(deadline) {
 			return 0, fmt.Errorf("%w %s on %s after %s", ErrGIDNotFound, addr, ndev, timeout)
 		}
-		t := time.NewTimer(interval)
+		t := clk.NewTimer(interval)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return 0, fmt.Errorf("wait for the GID of %s: %w", addr, context.Cause(ctx))
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rdma-dra/rdma-dra-driver/pkg/sysfs"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 )
 
 // EmulatedKernel is an RDMAKernel for machines without an RDMA subsystem (development
@@ -31,6 +32,8 @@ type EmulatedKernel struct {
 	root string
 	// GIDTimeout bounds FindGID; GIDInterval paces its polls.
 	GIDTimeout, GIDInterval time.Duration
+	// Clock times FindGID's polls; nil is the real clock.
+	Clock clock.Clock
 
 	mu    sync.Mutex
 	moved map[string]int // ibdev -> the namespace fd it was moved into
@@ -214,7 +217,7 @@ func (k *EmulatedKernel) AddressRemoved(ctx context.Context, ibdev string, port 
 
 // FindGID polls the mock GID table like SysfsKernel.FindGID polls the real one.
 func (k *EmulatedKernel) FindGID(ctx context.Context, ibdev string, port int, ndev string, addr netip.Addr) (int, error) {
-	return pollGID(ctx, k.root, ibdev, port, ndev, addr, k.GIDTimeout, k.GIDInterval)
+	return pollGID(ctx, k.Clock, k.root, ibdev, port, ndev, addr, k.GIDTimeout, k.GIDInterval)
 }
 
 // writeAtomic replaces the file name with value: readers see the old or the new content.

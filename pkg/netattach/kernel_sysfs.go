@@ -10,6 +10,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 )
 
 // SysfsKernel is the RDMAKernel of a real node: GIDs are read from the host's sysfs
@@ -19,6 +20,8 @@ type SysfsKernel struct {
 	root string
 	// GIDTimeout bounds FindGID; GIDInterval paces its polls.
 	GIDTimeout, GIDInterval time.Duration
+	// Clock times FindGID's polls; nil is the real clock.
+	Clock clock.Clock
 }
 
 var _ RDMAKernel = (*SysfsKernel)(nil)
@@ -87,5 +90,5 @@ func (k *SysfsKernel) AddressRemoved(context.Context, string, int, string, netip
 
 // FindGID polls the GID table for the RoCE v2 entry of addr on ndev.
 func (k *SysfsKernel) FindGID(ctx context.Context, ibdev string, port int, ndev string, addr netip.Addr) (int, error) {
-	return pollGID(ctx, k.root, ibdev, port, ndev, addr, k.GIDTimeout, k.GIDInterval)
+	return pollGID(ctx, k.Clock, k.root, ibdev, port, ndev, addr, k.GIDTimeout, k.GIDInterval)
 }

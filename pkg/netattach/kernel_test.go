@@ -13,8 +13,11 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/rdma-dra/rdma-dra-driver/pkg/mocknode"
 	"k8s.io/klog/v2/ktesting"
+	testclock "k8s.io/utils/clock/testing"
+
+	"github.com/rdma-dra/rdma-dra-driver/internal/testwait"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/mocknode"
 )
 
 // mockPort writes the sriov profile's PF with the given GID table (size entries) and
@@ -62,7 +65,7 @@ func TestEmulatedKernelGIDs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
 			k := NewEmulatedKernel(mockPort(t, tc.size, tc.gids))
-			k.GIDTimeout = 50 * time.Millisecond
+			k.GIDTimeout = 0 // one look: an entry that is not there is not waited for
 			before, _ := readTable(filepath.Join(k.root, portDir(ibdev, 1)))
 			for i, a := range tc.addrs {
 				err := k.AddressAdded(ctx, ibdev, 1, "net1", a)
@@ -130,31 +133,58 @@ func TestEmulatedKernelConcurrentAdds(t *testing.T) {
 	}
 }
 
+// TestFindGIDWaits: FindGID polls until the kernel adds the entry, and gives up at its
+// timeout or when the context ends; the kernel's clock paces it.
 func TestFindGIDWaits(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	root := mockPort(t, 16, nil)
 	k := NewEmulatedKernel(root)
+	for _, tc := range []struct {
+		name    string
+		addr    netip.Addr
+		timeout time.Duration
+		// then happens while FindGID waits for its next poll.
+		then func(clk *testclock.FakeClock, cancel context.CancelFunc)
+		want int
+		err  error
+	}{
+		{name: "the kernel adds the entry a little after the address", addr: podV4, timeout: 2 * time.Second,
+			then: func(clk *testclock.FakeClock, _ context.CancelFunc) {
+				if err := k.AddressAdded(ctx, ibdev, 1, "net1", podV4); err != nil {
+					t.Error(err)
+				}
+				clk.Step(5 * time.Millisecond)
+			}, want: 5},
+		{name: "bounded by the timeout", addr: podV6, timeout: 30 * time.Millisecond,
+			then: func(clk *testclock.FakeClock, _ context.CancelFunc) { clk.Step(30 * time.Millisecond) }, err: ErrGIDNotFound},
+		{name: "bounded by the context", addr: podV6, timeout: time.Hour,
+			then: func(_ *testclock.FakeClock, cancel context.CancelFunc) { cancel() }, err: context.Canceled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := testclock.NewFakeClock(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
+			real := NewSysfsKernel(root)
+			real.GIDTimeout, real.GIDInterval, real.Clock = tc.timeout, 5*time.Millisecond, clk
+			cctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			type result struct {
+				idx int
+				err error
+			}
+			found := make(chan result, 1)
+			go func() {
+				idx, err := real.FindGID(cctx, ibdev, 1, "net1", tc.addr)
+				found <- result{idx, err}
+			}()
+			// The entry is not there yet: FindGID waits for its next poll.
+			testwait.For(t, "FindGID waiting", clk.HasWaiters)
+			tc.then(clk, cancel)
+			got := testwait.Receive(t, "FindGID to return", found)
+			if !errors.Is(got.err, tc.err) || tc.err == nil && got.idx != tc.want {
+				t.Errorf("FindGID = %d, %v; want %d, %v", got.idx, got.err, tc.want, tc.err)
+			}
+		})
+	}
 	real := NewSysfsKernel(root)
-	real.GIDTimeout, real.GIDInterval = 2*time.Second, 5*time.Millisecond
-	// The kernel adds the entry a little after the address: FindGID polls for it.
-	go func() {
-		time.Sleep(50 * time.Millisecond)
-		_ = k.AddressAdded(ctx, ibdev, 1, "net1", podV4)
-	}()
-	if idx, err := real.FindGID(ctx, ibdev, 1, "net1", podV4); err != nil || idx != 5 {
-		t.Fatalf("FindGID = %d, %v; want 5", idx, err)
-	}
-	// Bounded by the timeout, and by the context.
-	real.GIDTimeout = 30 * time.Millisecond
-	if _, err := real.FindGID(ctx, ibdev, 1, "net1", podV6); !errors.Is(err, ErrGIDNotFound) {
-		t.Errorf("FindGID of an address without a GID = %v, want ErrGIDNotFound", err)
-	}
-	real.GIDTimeout = time.Hour
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
-	defer cancel()
-	if _, err := real.FindGID(cctx, ibdev, 1, "net1", podV6); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("FindGID with an expiring context = %v, want the context's error", err)
-	}
 	// The port's own address, as the profile has it.
 	if idx, err := real.FindGID(ctx, ibdev, 1, roceNetdev, netip.MustParseAddr("10.1.0.10")); err != nil || idx != 3 {
 		t.Errorf("FindGID of the port's address = %d, %v; want 3", idx, err)

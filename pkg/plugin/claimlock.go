@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/rdma-dra/rdma-dra-driver/pkg/cdi"
 )
@@ -46,6 +47,8 @@ const claimLockPoll = 2 * time.Millisecond
 // the plugin instances that share the data directory.
 type claimLocks struct {
 	dir string
+	// clock paces the polls of a lock file that another process holds.
+	clock clock.Clock
 
 	mu sync.Mutex
 	// held maps a UID to the in-process lock of a claim that is locked or waited for;
@@ -63,7 +66,7 @@ func newClaimLocks(dir string) (*claimLocks, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("create claim lock directory: %w", err)
 	}
-	return &claimLocks{dir: dir, held: map[string]*claimMutex{}}, nil
+	return &claimLocks{dir: dir, clock: clock.RealClock{}, held: map[string]*claimMutex{}}, nil
 }
 
 // heldClaims is a set of locked claims; release unlocks them.
@@ -132,7 +135,7 @@ func (l *claimLocks) lockOne(ctx context.Context, uid string, h *heldClaims, wai
 		// A UID that is no valid file name cannot have a spec or a checkpoint entry
 		// (the CDI writer refuses it), so the in-process lock is enough for it.
 		var err error
-		if f, err = lockFile(ctx, filepath.Join(l.dir, uid+".lock"), wait); err != nil {
+		if f, err = lockFile(ctx, l.clock, filepath.Join(l.dir, uid+".lock"), wait); err != nil {
 			<-m.token
 			return err
 		}
@@ -180,13 +183,13 @@ func (h *heldClaims) release(forget map[string]bool) {
 // that no longer has the name, which guards nothing, so after locking it checks that
 // the name still leads to the locked file and starts over if not. That makes removing a
 // lock file safe for whoever holds its lock.
-func lockFile(ctx context.Context, path string, wait bool) (*os.File, error) {
+func lockFile(ctx context.Context, clk clock.Clock, path string, wait bool) (*os.File, error) {
 	for {
 		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 		if err != nil {
 			return nil, fmt.Errorf("open claim lock: %w", err)
 		}
-		if err := flockWait(ctx, f, wait); err != nil {
+		if err := flockWait(ctx, clk, f, wait); err != nil {
 			_ = f.Close()
 			return nil, err
 		}
@@ -209,7 +212,7 @@ func lockFile(ctx context.Context, path string, wait bool) (*os.File, error) {
 
 // flockWait takes the flock without blocking a thread: another process holds a claim's
 // lock only for one prepare or unprepare, so polling is short and can stop with ctx.
-func flockWait(ctx context.Context, f *os.File, wait bool) error {
+func flockWait(ctx context.Context, clk clock.Clock, f *os.File, wait bool) error {
 	for {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		switch {
@@ -225,7 +228,7 @@ func flockWait(ctx context.Context, f *os.File, wait bool) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(claimLockPoll):
+		case <-clk.After(claimLockPoll):
 		}
 	}
 }

@@ -6,6 +6,10 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	testclock "k8s.io/utils/clock/testing"
+
+	"github.com/rdma-dra/rdma-dra-driver/internal/testwait"
 )
 
 // TestClaimLocks checks the claim locks within one process and across two (two
@@ -43,24 +47,46 @@ func TestClaimLocks(t *testing.T) {
 			} else {
 				h.release(nil)
 			}
-			timeout, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
-			defer cancel()
-			if _, err := other.lock(timeout, []string{a}); err == nil {
+			// waiting starts a lock of a on other and waits until it waits: for the
+			// in-process lock, or (another process) for the next poll of a's file.
+			waiting := func(ctx context.Context) <-chan *heldClaims {
+				clk := testclock.NewFakeClock(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
+				other.clock = clk
+				got := make(chan *heldClaims, 1)
+				go func() {
+					h, err := other.lock(ctx, []string{a})
+					if err != nil && ctx.Err() == nil {
+						t.Error(err)
+					}
+					got <- h
+				}()
+				testwait.For(t, "a lock waiting for a held claim", func() bool {
+					if tc.otherProc {
+						return clk.HasWaiters()
+					}
+					other.mu.Lock()
+					defer other.mu.Unlock()
+					return other.held[a] != nil && other.held[a].users == 2
+				})
+				return got
+			}
+			wctx, cancel := context.WithCancel(ctx)
+			got := waiting(wctx)
+			cancel()
+			if h := testwait.Receive(t, "the lock to return", got); h != nil {
 				t.Fatal("waiting for a held claim did not end with its context")
 			}
 			// A waiter blocked on a's file while the holder removes it must end up
 			// holding the lock under the file's name, not the removed file.
-			got := make(chan *heldClaims)
-			go func() {
-				h, err := other.lock(ctx, []string{a})
-				if err != nil {
-					t.Error(err)
-				}
-				got <- h
-			}()
-			time.Sleep(10 * time.Millisecond)
+			got = waiting(ctx)
 			held.release(map[string]bool{a: true})
-			waiter := <-got
+			if clk, ok := other.clock.(*testclock.FakeClock); ok && tc.otherProc {
+				clk.Step(claimLockPoll)
+			}
+			waiter := testwait.Receive(t, "the lock to return", got)
+			if waiter == nil {
+				t.Fatal("the waiter did not get the lock")
+			}
 			if _, err := os.Stat(filepath.Join(dir, a+".lock")); err != nil {
 				t.Fatalf("the waiter holds a lock on a removed file: %v", err)
 			}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 )
 
 // PrepareHoldEnv names the environment variable of the prepare failpoint. It is for
@@ -31,6 +32,8 @@ func PrepareHoldFile() string {
 type Failpoint struct {
 	path string
 	poll time.Duration
+	// clock paces the polls of the hold file.
+	clock clock.Clock
 }
 
 // NewFailpoint returns a hold on path, or nil (off) for an empty path.
@@ -38,7 +41,7 @@ func NewFailpoint(path string) *Failpoint {
 	if path == "" {
 		return nil
 	}
-	return &Failpoint{path: path, poll: 100 * time.Millisecond}
+	return &Failpoint{path: path, poll: 100 * time.Millisecond, clock: clock.RealClock{}}
 }
 
 // Path is the file whose existence holds prepare; empty when off.
@@ -69,7 +72,7 @@ func (f *Failpoint) Wait(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(f.poll):
+		case <-f.clock.After(f.poll):
 		}
 	}
 }

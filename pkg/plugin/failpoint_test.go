@@ -6,9 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	testclock "k8s.io/utils/clock/testing"
 
+	"github.com/rdma-dra/rdma-dra-driver/internal/testwait"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
 )
 
@@ -28,18 +31,14 @@ func TestFailpointHoldsPrepare(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := h.driver()
+	clk := testclock.NewFakeClock(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
 	d.hold = NewFailpoint(hold)
-	d.hold.poll = 1
+	d.hold.clock = clk
 	c := h.claim("c", exclusive(1))
-	reached := make(chan struct{})
-	d.step = func(name string) {
-		if name == stepStartedSaved {
-			close(reached)
-		}
-	}
-	done := make(chan kubeletplugin.PrepareResult)
+	done := make(chan kubeletplugin.PrepareResult, 1)
 	go func() { done <- prepareOne(t, d, c) }()
-	<-reached
+	// Prepare waits for the next look at the hold file, which exists.
+	testwait.For(t, "prepare held", clk.HasWaiters)
 	select {
 	case <-done:
 		t.Fatal("prepare went on while the hold file exists")
@@ -51,7 +50,8 @@ func TestFailpointHoldsPrepare(t *testing.T) {
 	if err := os.Remove(hold); err != nil {
 		t.Fatal(err)
 	}
-	if res := <-done; res.Err != nil {
+	clk.Step(d.hold.poll)
+	if res := testwait.Receive(t, "prepare after release", done); res.Err != nil {
 		t.Fatalf("prepare after release: %v", res.Err)
 	}
 }

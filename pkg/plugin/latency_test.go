@@ -97,6 +97,8 @@ func apiServerLike(kube *fake.Clientset) *fake.Clientset {
 // state file to the ResourceSlice in the (fake) API server carrying the change, over 20
 // flips. The poll interval is short here so that the test is quick; the rest (scan,
 // model, controller queue, API call) is what a one-second poll adds its up-to-a-second to.
+// It logs the figures and asserts no bound on them: a unit test on a shared machine
+// cannot, and make bench holds the plugin to its goal (event_to_slice_ms).
 func TestChangeToSliceLatency(t *testing.T) {
 	const (
 		flips = 20
@@ -178,11 +180,6 @@ func TestChangeToSliceLatency(t *testing.T) {
 	// A poll may fall between the writes of state and phys_state and publish twice.
 	if count < flips {
 		t.Errorf("%d republishes timed, want at least %d", count, flips)
-	}
-	// Bounds with room for a loaded machine: one poll interval plus a scan and an API
-	// call must stay far below the three seconds the cluster test allows with a 1s poll.
-	if m := slices.Max(total); m > poll+time.Second {
-		t.Errorf("slowest flip took %s", m)
 	}
 	if got := metricValue(t, n.metrics, "rdma_dra_republish_damped_total"); got != 0 {
 		t.Errorf("undamped node damped %v times", got)

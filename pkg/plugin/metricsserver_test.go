@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/rdma-dra/rdma-dra-driver/internal/cliflags"
+	"github.com/rdma-dra/rdma-dra-driver/internal/testwait"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/metricsauth"
 )
 
@@ -124,12 +125,11 @@ func TestServeMetricsSecure(t *testing.T) {
 		return resp.StatusCode, nil
 	}
 	// The server generates its certificate before it listens.
-	deadline := time.Now().Add(30 * time.Second)
-	status, err := get("scraper")
-	for err != nil && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
+	var status int
+	testwait.Poll(func() bool {
 		status, err = get("scraper")
-	}
+		return err == nil
+	})
 	if err != nil || status != http.StatusOK {
 		t.Fatalf("GET with the allowed token: %d, %v", status, err)
 	}

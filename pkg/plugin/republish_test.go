@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -107,12 +108,13 @@ func (n *liveNode) step(d time.Duration) {
 	waitUntil(n.t, func() bool { return !n.monitor.LastPoll().Before(now) })
 }
 
-// waitPublished waits until the sink has seen want publishes.
+// waitPublished waits until the sink has seen want publishes, and then until the
+// monitor and the publisher wait, so that a publish too many would have been made. Only
+// in a synctest bubble.
 func (n *liveNode) waitPublished(want int) resourceslice.DriverResources {
 	n.t.Helper()
 	waitUntil(n.t, func() bool { return n.sink.count() >= want })
-	// A publish too many would arrive right after; give it the chance to.
-	time.Sleep(20 * time.Millisecond)
+	synctest.Wait()
 	if got := n.sink.count(); got != want {
 		n.t.Fatalf("%d publishes, want %d", got, want)
 	}
@@ -173,86 +175,88 @@ func waitUntil(t *testing.T, cond func() bool) {
 }
 
 // TestRepublishTransitions: every change a poll sees is republished after that one poll,
-// with the taint of a port that is not ACTIVE, and in the health stream.
+// once, with the taint of a port that is not ACTIVE, and in the health stream. In a
+// synctest bubble: see waitPublished.
 func TestRepublishTransitions(t *testing.T) {
 	for _, effect := range []resourceapi.DeviceTaintEffect{resourceapi.DeviceTaintEffectNoSchedule, resourceapi.DeviceTaintEffectNoExecute} {
 		t.Run(string(effect), func(t *testing.T) {
-			n := newLiveNode(t, "disabled-port", liveOptions{clock: testclock.NewFakeClock(epoch), poll: time.Second, effect: effect})
-			reports := make(chan kubeletplugin.DeviceHealthReport, 100)
-			go func() { _ = n.monitor.Watch(n.ctx, reports) }()
-			healthOf := func(device string) string {
-				t.Helper()
-				var last kubeletplugin.DeviceHealthReport
-				for len(reports) > 0 || last.Devices == nil {
-					select {
-					case last = <-reports:
-					case <-time.After(10 * time.Second):
-						t.Fatal("no health report")
+			synctest.Test(t, func(t *testing.T) {
+				n := newLiveNode(t, "disabled-port", liveOptions{clock: testclock.NewFakeClock(epoch), poll: time.Second, effect: effect})
+				reports := make(chan kubeletplugin.DeviceHealthReport, 100)
+				go func() { _ = n.monitor.Watch(n.ctx, reports) }()
+				healthOf := func(device string) string {
+					t.Helper()
+					var last kubeletplugin.DeviceHealthReport
+					for len(reports) > 0 || last.Devices == nil {
+						select {
+						case last = <-reports:
+						case <-time.After(10 * time.Second):
+							t.Fatal("no health report")
+						}
 					}
-				}
-				for _, d := range last.Devices {
-					if d.DeviceName == device {
-						return string(d.Health) + ": " + d.Message
+					for _, d := range last.Devices {
+						if d.DeviceName == device {
+							return string(d.Health) + ": " + d.Message
+						}
 					}
+					return "missing"
 				}
-				return "missing"
-			}
-			// The profile's disabled port is tainted from the start.
-			first := devicesOf(n.sink.last())
-			if diff := cmp.Diff(notActive("DOWN", effect), first["mlx5-2-p1"].Taints); diff != "" {
-				t.Errorf("disabled port (-want +got):\n%s", diff)
-			}
+				// The profile's disabled port is tainted from the start.
+				first := devicesOf(n.sink.last())
+				if diff := cmp.Diff(notActive("DOWN", effect), first["mlx5-2-p1"].Taints); diff != "" {
+					t.Errorf("disabled port (-want +got):\n%s", diff)
+				}
 
-			var plug func()
-			steps := []struct {
-				name   string
-				change func()
-				// device is checked: its taint value ("" for none), its phys_state
-				// attribute, and its health.
-				device, taint, phys, health string
-				present                     bool
-			}{
-				{"ACTIVE to DOWN", func() { n.setState("mlx5_0", 1, "1: DOWN", "3: Disabled") },
-					"mlx5-0-p1", "DOWN", "Disabled", "Unhealthy: mlx5_0 port 1 is DOWN (Disabled)", true},
-				{"DOWN to INIT", func() { n.setState("mlx5_0", 1, "2: INIT", "5: LinkUp") },
-					"mlx5-0-p1", "INIT", "LinkUp", "Unhealthy: mlx5_0 port 1 is INIT (LinkUp)", true},
-				{"INIT to ACTIVE", func() { n.setState("mlx5_0", 1, "4: ACTIVE", "5: LinkUp") },
-					"mlx5-0-p1", "", "LinkUp", "Healthy: mlx5_0 port 1 is ACTIVE (LinkUp)", true},
-				{"phys_state alone", func() { n.setState("mlx5_0", 1, "4: ACTIVE", "6: LinkErrorRecovery") },
-					"mlx5-0-p1-shared", "", "LinkErrorRecovery", "Healthy: mlx5_0 port 1 is ACTIVE (LinkErrorRecovery)", true},
-				{"the disabled port comes up", func() { n.setState("mlx5_2", 1, "4: ACTIVE", "5: LinkUp") },
-					"mlx5-2-p1-shared", "", "LinkUp", "Healthy: mlx5_2 port 1 is ACTIVE (LinkUp)", true},
-				{"a device disappears", func() { plug = unplug(t, n.root, "mlx5_3") },
-					"mlx5-3-p1", "", "", "Unhealthy: mlx5_3 port 1 is no longer on the node", false},
-				{"and comes back", func() { plug() },
-					"mlx5-3-p1", "", "LinkUp", "Healthy: mlx5_3 port 1 is ACTIVE (LinkUp)", true},
-			}
-			for i, s := range steps {
-				s.change()
-				n.step(time.Second)
-				devices := devicesOf(n.waitPublished(i + 2))
-				d, ok := devices[s.device]
-				if ok != s.present {
-					t.Fatalf("%s: %s published %v, want %v", s.name, s.device, ok, s.present)
+				var plug func()
+				steps := []struct {
+					name   string
+					change func()
+					// device is checked: its taint value ("" for none), its phys_state
+					// attribute, and its health.
+					device, taint, phys, health string
+					present                     bool
+				}{
+					{"ACTIVE to DOWN", func() { n.setState("mlx5_0", 1, "1: DOWN", "3: Disabled") },
+						"mlx5-0-p1", "DOWN", "Disabled", "Unhealthy: mlx5_0 port 1 is DOWN (Disabled)", true},
+					{"DOWN to INIT", func() { n.setState("mlx5_0", 1, "2: INIT", "5: LinkUp") },
+						"mlx5-0-p1", "INIT", "LinkUp", "Unhealthy: mlx5_0 port 1 is INIT (LinkUp)", true},
+					{"INIT to ACTIVE", func() { n.setState("mlx5_0", 1, "4: ACTIVE", "5: LinkUp") },
+						"mlx5-0-p1", "", "LinkUp", "Healthy: mlx5_0 port 1 is ACTIVE (LinkUp)", true},
+					{"phys_state alone", func() { n.setState("mlx5_0", 1, "4: ACTIVE", "6: LinkErrorRecovery") },
+						"mlx5-0-p1-shared", "", "LinkErrorRecovery", "Healthy: mlx5_0 port 1 is ACTIVE (LinkErrorRecovery)", true},
+					{"the disabled port comes up", func() { n.setState("mlx5_2", 1, "4: ACTIVE", "5: LinkUp") },
+						"mlx5-2-p1-shared", "", "LinkUp", "Healthy: mlx5_2 port 1 is ACTIVE (LinkUp)", true},
+					{"a device disappears", func() { plug = unplug(t, n.root, "mlx5_3") },
+						"mlx5-3-p1", "", "", "Unhealthy: mlx5_3 port 1 is no longer on the node", false},
+					{"and comes back", func() { plug() },
+						"mlx5-3-p1", "", "LinkUp", "Healthy: mlx5_3 port 1 is ACTIVE (LinkUp)", true},
 				}
-				if s.present {
-					var want []resourceapi.DeviceTaint
-					if s.taint != "" {
-						want = notActive(s.taint, effect)
+				for i, s := range steps {
+					s.change()
+					n.step(time.Second)
+					devices := devicesOf(n.waitPublished(i + 2))
+					d, ok := devices[s.device]
+					if ok != s.present {
+						t.Fatalf("%s: %s published %v, want %v", s.name, s.device, ok, s.present)
 					}
-					if diff := cmp.Diff(want, d.Taints); diff != "" {
-						t.Errorf("%s: taints (-want +got):\n%s", s.name, diff)
+					if s.present {
+						var want []resourceapi.DeviceTaint
+						if s.taint != "" {
+							want = notActive(s.taint, effect)
+						}
+						if diff := cmp.Diff(want, d.Taints); diff != "" {
+							t.Errorf("%s: taints (-want +got):\n%s", s.name, diff)
+						}
+						if a, _ := devicemodel.LookupAttribute(devicemodel.DefaultDriverName, &d, devicemodel.AttributeDomain+"/phys_state"); a.StringValue == nil || *a.StringValue != s.phys {
+							got := a.StringValue
+							t.Errorf("%s: phys_state %v, want %s", s.name, got, s.phys)
+						}
 					}
-					if a, _ := devicemodel.LookupAttribute(devicemodel.DefaultDriverName, &d, devicemodel.AttributeDomain+"/phys_state"); a.StringValue == nil || *a.StringValue != s.phys {
-						got := a.StringValue
-						t.Errorf("%s: phys_state %v, want %s", s.name, got, s.phys)
+					if got := healthOf(s.device); got != s.health {
+						t.Errorf("%s: health %q, want %q", s.name, got, s.health)
 					}
 				}
-				if got := healthOf(s.device); got != s.health {
-					t.Errorf("%s: health %q, want %q", s.name, got, s.health)
-				}
-			}
-			want := `
+				want := `
 # HELP rdma_dra_republish_total [ALPHA] ResourceSlices republished after a change, by what noticed it (poll, netlink, rescan, fallback).
 # TYPE rdma_dra_republish_total counter
 rdma_dra_republish_total{trigger="fallback"} 0
@@ -260,13 +264,14 @@ rdma_dra_republish_total{trigger="netlink"} 0
 rdma_dra_republish_total{trigger="poll"} 7
 rdma_dra_republish_total{trigger="rescan"} 0
 `
-			if err := testutil.GatherAndCompare(n.metrics.Registry(), strings.NewReader(want), "rdma_dra_republish_total"); err != nil {
-				t.Error(err)
-			}
-			// Every poll's change is timed; the fake clock makes each take no time.
-			if vec, err := testutil.GetHistogramVecFromGatherer(n.metrics.Registry(), "rdma_dra_republish_latency_seconds", nil); err != nil || len(vec) != 1 {
-				t.Errorf("latency histogram: %d series, %v", len(vec), err)
-			}
+				if err := testutil.GatherAndCompare(n.metrics.Registry(), strings.NewReader(want), "rdma_dra_republish_total"); err != nil {
+					t.Error(err)
+				}
+				// Every poll's change is timed; the fake clock makes each take no time.
+				if vec, err := testutil.GetHistogramVecFromGatherer(n.metrics.Registry(), "rdma_dra_republish_latency_seconds", nil); err != nil || len(vec) != 1 {
+					t.Errorf("latency histogram: %d series, %v", len(vec), err)
+				}
+			})
 		})
 	}
 }
@@ -294,59 +299,61 @@ func unplug(t *testing.T, root, ibdev string) func() {
 
 // TestRepublishDamping: a port that flaps every second is republished at most the
 // configured number of times a minute, and its last state is published once the budget
-// allows, even though it did not change again.
+// allows, even though it did not change again. In a synctest bubble: see waitPublished.
 func TestRepublishDamping(t *testing.T) {
-	c := testclock.NewFakeClock(epoch)
-	// Four a minute: a burst of two, then one every thirty seconds.
-	n := newLiveNode(t, "disabled-port", liveOptions{clock: c, poll: time.Second, maxPerMinute: 4})
-	taint := func() string {
-		t.Helper()
-		d := devicesOf(n.sink.last())["mlx5-0-p1"]
-		if len(d.Taints) == 0 {
-			return "ACTIVE"
+	synctest.Test(t, func(t *testing.T) {
+		c := testclock.NewFakeClock(epoch)
+		// Four a minute: a burst of two, then one every thirty seconds.
+		n := newLiveNode(t, "disabled-port", liveOptions{clock: c, poll: time.Second, maxPerMinute: 4})
+		taint := func() string {
+			t.Helper()
+			d := devicesOf(n.sink.last())["mlx5-0-p1"]
+			if len(d.Taints) == 0 {
+				return "ACTIVE"
+			}
+			return d.Taints[0].Value
 		}
-		return d.Taints[0].Value
-	}
-	// 21 flips, one a second, ending DOWN.
-	for i := 1; i <= 21; i++ {
-		if i%2 == 1 {
-			n.setState("mlx5_0", 1, "1: DOWN", "3: Disabled")
-		} else {
-			n.setState("mlx5_0", 1, "4: ACTIVE", "5: LinkUp")
+		// 21 flips, one a second, ending DOWN.
+		for i := 1; i <= 21; i++ {
+			if i%2 == 1 {
+				n.setState("mlx5_0", 1, "1: DOWN", "3: Disabled")
+			} else {
+				n.setState("mlx5_0", 1, "4: ACTIVE", "5: LinkUp")
+			}
+			n.step(time.Second)
+			if i <= 2 {
+				// The burst: each flip is out after its poll.
+				n.waitPublished(1 + i)
+			}
 		}
-		n.step(time.Second)
-		if i <= 2 {
-			// The burst: each flip is out after its poll.
-			n.waitPublished(1 + i)
+		// Held back since the third flip: what is published is the second flip's state.
+		if got, want := n.sink.count(), 3; got != want {
+			t.Fatalf("%d publishes during the flapping, want %d", got, want)
 		}
-	}
-	// Held back since the third flip: what is published is the second flip's state.
-	if got, want := n.sink.count(), 3; got != want {
-		t.Fatalf("%d publishes during the flapping, want %d", got, want)
-	}
-	if got := taint(); got != "ACTIVE" {
-		t.Errorf("published during damping: %s", got)
-	}
-	// The port stays DOWN; once a token has refilled (thirty seconds after the first
-	// publish of the burst, at 31s) the last state is out.
-	for range 10 {
-		n.step(time.Second)
-	}
-	n.waitPublished(4)
-	if got := taint(); got != "DOWN" {
-		t.Errorf("last state published %s, want DOWN", got)
-	}
-	if at := c.Now(); at.After(epoch.Add(31 * time.Second)) {
-		t.Errorf("trailing publish at %s", at.Sub(epoch))
-	}
-	// Quiet from here: nothing more to publish, however long.
-	for range 60 {
-		n.step(time.Second)
-	}
-	n.waitPublished(4)
-	if got := metricValue(t, n.metrics, "rdma_dra_republish_damped_total"); got < 1 {
-		t.Errorf("damped republishes %v, want at least 1", got)
-	}
+		if got := taint(); got != "ACTIVE" {
+			t.Errorf("published during damping: %s", got)
+		}
+		// The port stays DOWN; once a token has refilled (thirty seconds after the first
+		// publish of the burst, at 31s) the last state is out.
+		for range 10 {
+			n.step(time.Second)
+		}
+		n.waitPublished(4)
+		if got := taint(); got != "DOWN" {
+			t.Errorf("last state published %s, want DOWN", got)
+		}
+		if at := c.Now(); at.After(epoch.Add(31 * time.Second)) {
+			t.Errorf("trailing publish at %s", at.Sub(epoch))
+		}
+		// Quiet from here: nothing more to publish, however long.
+		for range 60 {
+			n.step(time.Second)
+		}
+		n.waitPublished(4)
+		if got := metricValue(t, n.metrics, "rdma_dra_republish_damped_total"); got < 1 {
+			t.Errorf("damped republishes %v, want at least 1", got)
+		}
+	})
 }
 
 // metricValue returns the value of an unlabelled counter or gauge.

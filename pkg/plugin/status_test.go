@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -28,12 +29,15 @@ import (
 )
 
 // statusTestWriter returns a running writer on kube with fast retries and its metrics.
+// statusRetryMax is the longest backoff of statusTestWriter's writer.
+const statusRetryMax = 20 * time.Millisecond
+
 func statusTestWriter(t *testing.T, kube *fake.Clientset) (*StatusWriter, *metrics.Plugin, context.Context) {
 	t.Helper()
 	// Verbosity 2: the writes themselves (V(4)) would flood the test log.
 	ctx := klog.NewContext(context.Background(), ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(2))))
 	m := metrics.NewPlugin()
-	w := NewStatusWriter(StatusOptions{DriverName: testDriver, Kube: kube, Metrics: m, Workers: 4, RetryBase: time.Millisecond, RetryMax: 20 * time.Millisecond})
+	w := NewStatusWriter(StatusOptions{DriverName: testDriver, Kube: kube, Metrics: m, Workers: 4, RetryBase: time.Millisecond, RetryMax: statusRetryMax})
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -216,7 +220,8 @@ func sameStatus(got []resourceapi.AllocatedDeviceStatus, want wantStatus) error 
 	return nil
 }
 
-// TestStatusWriterErrors checks which errors end a claim's write and which are retried.
+// TestStatusWriterErrors checks which errors end a claim's write and which are retried,
+// in a synctest bubble whose clock the backoffs run on.
 func TestStatusWriterErrors(t *testing.T) {
 	gr := schema.GroupResource{Group: "resource.k8s.io", Resource: "resourceclaims"}
 	for _, tc := range []struct {
@@ -234,45 +239,49 @@ func TestStatusWriterErrors(t *testing.T) {
 		{name: "rate limited", err: apierrors.NewTooManyRequests("slow down", 0), failures: 2, wantCalls: 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			claim := statusClaim(0)
-			kube := fake.NewClientset(claim)
-			var mu sync.Mutex
-			calls := 0
-			kube.PrependReactor("patch", "resourceclaims", func(k8stesting.Action) (bool, runtime.Object, error) {
-				mu.Lock()
-				defer mu.Unlock()
-				calls++
-				if calls <= tc.failures {
-					return true, nil, tc.err
+			synctest.Test(t, func(t *testing.T) {
+				claim := statusClaim(0)
+				kube := fake.NewClientset(claim)
+				var mu sync.Mutex
+				calls := 0
+				kube.PrependReactor("patch", "resourceclaims", func(k8stesting.Action) (bool, runtime.Object, error) {
+					mu.Lock()
+					defer mu.Unlock()
+					calls++
+					if calls <= tc.failures {
+						return true, nil, tc.err
+					}
+					return false, nil, nil
+				})
+				w, m, ctx := statusTestWriter(t, kube)
+				w.Set(refOf(claim), []DeviceStatus{{Pool: testPool, Device: "mlx5-0-p1", Data: &DeviceData{IBDev: "mlx5_0", Port: 1}}})
+				waitCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				defer cancel()
+				if err := w.waitIdle(waitCtx); err != nil {
+					t.Fatal(err)
 				}
-				return false, nil, nil
+				// A wrongly scheduled retry would be due within the longest backoff: move
+				// the bubble's clock past it and let everything run until it waits again.
+				time.Sleep(statusRetryMax)
+				synctest.Wait()
+				mu.Lock()
+				got := calls
+				mu.Unlock()
+				if got != tc.wantCalls {
+					t.Errorf("%d API calls, want %d", got, tc.wantCalls)
+				}
+				failed := statusMetric(t, m, "rdma_dra_claim_status_updates_total", map[string]string{"result": metrics.StatusFailed})
+				if (failed == 1) != tc.wantFinal {
+					t.Errorf("failed for good: %g, want %v", failed, tc.wantFinal)
+				}
+				stored, err := kube.ResourceV1().ResourceClaims("ns").Get(ctx, claim.Name, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if written := len(stored.Status.Devices) == 1; written == tc.wantFinal {
+					t.Errorf("status written: %v, want %v", written, !tc.wantFinal)
+				}
 			})
-			w, m, ctx := statusTestWriter(t, kube)
-			w.Set(refOf(claim), []DeviceStatus{{Pool: testPool, Device: "mlx5-0-p1", Data: &DeviceData{IBDev: "mlx5_0", Port: 1}}})
-			waitCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			defer cancel()
-			if err := w.waitIdle(waitCtx); err != nil {
-				t.Fatal(err)
-			}
-			// Let a wrongly scheduled retry show up.
-			time.Sleep(50 * time.Millisecond)
-			mu.Lock()
-			got := calls
-			mu.Unlock()
-			if got != tc.wantCalls {
-				t.Errorf("%d API calls, want %d", got, tc.wantCalls)
-			}
-			failed := statusMetric(t, m, "rdma_dra_claim_status_updates_total", map[string]string{"result": metrics.StatusFailed})
-			if (failed == 1) != tc.wantFinal {
-				t.Errorf("failed for good: %g, want %v", failed, tc.wantFinal)
-			}
-			stored, err := kube.ResourceV1().ResourceClaims("ns").Get(ctx, claim.Name, metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if written := len(stored.Status.Devices) == 1; written == tc.wantFinal {
-				t.Errorf("status written: %v, want %v", written, !tc.wantFinal)
-			}
 		})
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/rdma-dra/rdma-dra-driver/internal/testwait"
 )
 
 // TestSummarizeQuantiles checks the nearest-rank quantiles at the sample sizes of
@@ -96,16 +98,9 @@ func TestMeasureAttach(t *testing.T) {
 		t.Errorf("left in the tree's base directory: %v", entries)
 	}
 	// The thread that created a namespace exits with its goroutine, shortly after.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		got := netnsRefs(t)
-		if slices.Equal(got, nsBefore) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("network namespaces referenced by this process: %v before, %v after", nsBefore, got)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var got []string
+	if !testwait.Poll(func() bool { got = netnsRefs(t); return slices.Equal(got, nsBefore) }) {
+		t.Fatalf("network namespaces referenced by this process: %v before, %v after", nsBefore, got)
 	}
 }
 
