@@ -17,7 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
-	"github.com/rdma-dra/rdma-dra-driver/test/cluster/mocknet"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/mocknode/mocknet"
 	"github.com/rdma-dra/rdma-dra-driver/test/e2e/framework"
 )
 

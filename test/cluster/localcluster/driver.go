@@ -13,8 +13,8 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/rdma-dra/rdma-dra-driver/pkg/mocknode/mocknet"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
-	"github.com/rdma-dra/rdma-dra-driver/test/cluster/mocknet"
 )
 
 // Names of the driver's Helm release on the local cluster.

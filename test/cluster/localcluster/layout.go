@@ -100,7 +100,7 @@ func (l Layout) MockSys() string { return filepath.Join(l.MockRoot(), "sys") }
 func (l Layout) MockDev() string { return filepath.Join(l.MockRoot(), "dev") }
 
 // MockNetRecord lists the host interfaces that stand in for the mock node's netdevs, as
-// created (test/cluster/mocknet); cluster-down deletes exactly these.
+// created (pkg/mocknode/mocknet); cluster-down deletes exactly these.
 func (l Layout) MockNetRecord() string { return filepath.Join(StateRoot, "mock-netdevs.json") }
 
 // NetnsDir is where containerd mounts the pods' network namespaces

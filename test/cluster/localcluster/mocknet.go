@@ -9,8 +9,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/rdma-dra/rdma-dra-driver/pkg/mocknode/mocknet"
 	"github.com/rdma-dra/rdma-dra-driver/test/cluster/host"
-	"github.com/rdma-dra/rdma-dra-driver/test/cluster/mocknet"
 )
 
 // setupMockNetdevs makes a real host interface for every netdev of the mock tree that an

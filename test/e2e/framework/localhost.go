@@ -14,7 +14,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/rdma-dra/rdma-dra-driver/test/cluster/mocknet"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/mocknode/mocknet"
 )
 
 // localHookDir is where the plugin installs its hook on the local cluster (the cluster

@@ -157,7 +157,7 @@ func RoCEv2Index(table []GIDEntry, ndev string, addr netip.Addr) int {
 
 // AddressPools returns the node configuration's address pools from the cluster's chart
 // values (on the local cluster the values the cluster tool wrote, whose one source is
-// test/cluster/mocknet.AddressPools): those of the last values file that has any, as helm
+// pkg/mocknode/mocknet.AddressPools): those of the last values file that has any, as helm
 // would merge them (a later file's list replaces an earlier one's).
 func (e *Env) AddressPools() ([]nodeconfig.AddressPool, error) {
 	var pools []nodeconfig.AddressPool
