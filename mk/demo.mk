@@ -2,4 +2,4 @@
 .PHONY: demo
 demo: ## local cluster + driver on a mock dgx-h100 node, the demo workloads, what each container sees, and a RoCE pod pair pinging over its attached rdma0 (root)
 	@$(MAKE) --no-print-directory cluster-up MOCK_PROFILE=dgx-h100
-	cd test && KUBECONFIG=$(CURDIR)/_output/local-cluster/kubeconfig $(GO) run ./e2e/cmd/demo -repo ..
+	cd test/e2e && KUBECONFIG=$(CURDIR)/_output/local-cluster/kubeconfig $(GO) run ./cmd/demo -repo $(CURDIR)

@@ -8,9 +8,9 @@ E2E_TEARDOWN ?= 0
 E2E_RUN ?=
 
 .PHONY: e2e
-e2e: ## end-to-end tests on the local cluster (root): cluster-up with the driver if needed, then go test ./e2e/...
+e2e: ## end-to-end tests on the local cluster (root): cluster-up with the driver if needed, then go test ./... in test/e2e (its own module)
 	@$(MAKE) --no-print-directory cluster-up
-	@rc=0; (cd test && KUBECONFIG=$(E2E_KUBECONFIG) $(GO) test -count=1 -v -timeout $(E2E_TIMEOUT) $(if $(E2E_RUN),-run '$(E2E_RUN)') ./e2e/...) || rc=$$?; \
+	@rc=0; (cd test/e2e && KUBECONFIG=$(E2E_KUBECONFIG) $(GO) test -count=1 -v -timeout $(E2E_TIMEOUT) $(if $(E2E_RUN),-run '$(E2E_RUN)') ./...) || rc=$$?; \
 	if [ $$rc -ne 0 ]; then $(MAKE) --no-print-directory e2e-logs; fi; \
 	if [ "$(E2E_TEARDOWN)" = 1 ]; then $(MAKE) --no-print-directory cluster-down || true; fi; \
 	exit $$rc
@@ -27,7 +27,7 @@ E2E_EXPECT_MODEL ?= $(if $(filter v1.34.% v1.35.%,$(E2E_KUBE_VERSION)),legacy,pa
 .PHONY: e2e-version
 e2e-version: ## the version-matrix subset of the e2e suite on a local cluster of E2E_KUBE_VERSION (default v1.34.4, the oldest supported) (root)
 	@$(MAKE) --no-print-directory cluster-up KUBE_VERSION=$(E2E_KUBE_VERSION)
-	@rc=0; (cd test && KUBECONFIG=$(E2E_KUBECONFIG) E2E_EXPECT_MODEL=$(E2E_EXPECT_MODEL) $(GO) test -count=1 -v -timeout $(E2E_TIMEOUT) -run '$(E2E_VERSION_RUN)' ./e2e/) || rc=$$?; \
+	@rc=0; (cd test/e2e && KUBECONFIG=$(E2E_KUBECONFIG) E2E_EXPECT_MODEL=$(E2E_EXPECT_MODEL) $(GO) test -count=1 -v -timeout $(E2E_TIMEOUT) -run '$(E2E_VERSION_RUN)' .) || rc=$$?; \
 	if [ $$rc -ne 0 ]; then $(MAKE) --no-print-directory e2e-logs; fi; \
 	if [ "$(E2E_TEARDOWN)" = 1 ]; then $(MAKE) --no-print-directory cluster-down KUBE_VERSION=$(E2E_KUBE_VERSION) || true; fi; \
 	exit $$rc

@@ -41,7 +41,7 @@ const (
 var rocePairPods = []string{"roce-a", "roce-b"}
 
 func main() {
-	repo := flag.String("repo", "../", "repository root")
+	repo := flag.String("repo", "../..", "repository root (the default is right when run from test/e2e)")
 	timeout := flag.Duration("timeout", 4*time.Minute, "how long to wait for the pods")
 	flag.Parse()
 	if err := run(*repo, *timeout); err != nil {
