@@ -66,8 +66,9 @@ type Claim struct {
 	Devices []Device `json:"devices"`
 	// UpdatedAt is when the entry last changed.
 	UpdatedAt time.Time `json:"updatedAt"`
-	// Network is reserved for the per-claim network attachment state of a later version
-	// (netdevs moved into the pod, RDMA namespace changes). This build keeps it verbatim.
+	// Network is the claim's network attachment state (the plugin's claimNetwork: the pods,
+	// the devices to attach and the journaled attachments), opaque to this package, which
+	// keeps it verbatim.
 	Network json.RawMessage `json:"network,omitempty"`
 }
 
