@@ -70,7 +70,7 @@ func TestUpgradeFromPrevious(t *testing.T) {
 	// A fresh installation of the previous version, not a downgrade of this one.
 	uninstallSuite(t, ctx, host, filepath.Join(env.HookInstallDir(), "rdma-dra-cdi-hook"), false)
 	args := append([]string{"upgrade", "--install", framework.Release, oldChart, "--namespace", framework.Namespace}, env.ValuesArgs()...)
-	if _, err := env.Helm(ctx, append(args, "--set", "image.tag="+tag)...); err != nil {
+	if _, err := env.Helm(ctx, append(args, "--set-string", "image.tag="+tag)...); err != nil {
 		t.Fatalf("install %s: %v", ref, err)
 	}
 	if err := env.WaitReady(ctx, shares); err != nil {

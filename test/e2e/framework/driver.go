@@ -38,12 +38,22 @@ func (e *Env) Install(ctx context.Context, wantShares int64, set ...string) erro
 	return e.WaitReady(ctx, wantShares)
 }
 
+// setFlag is the helm flag that sets s: --set-string for the image tag, which is a string
+// whatever it looks like (a short commit hash can be all digits, which --set would make a
+// number the chart's schema refuses), --set for the rest.
+func setFlag(s string) string {
+	if strings.HasPrefix(s, "image.tag=") {
+		return "--set-string"
+	}
+	return "--set"
+}
+
 // Upgrade runs helm upgrade --install with the cluster's values, the suite's values and
 // set, and does not wait.
 func (e *Env) Upgrade(ctx context.Context, set ...string) error {
 	args := append([]string{"upgrade", "--install", Release, e.ChartDir(), "--namespace", Namespace, "--create-namespace"}, e.ValuesArgs()...)
 	for _, s := range set {
-		args = append(args, "--set", s)
+		args = append(args, setFlag(s), s)
 	}
 	_, err := e.Helm(ctx, args...)
 	return err

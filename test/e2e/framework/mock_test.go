@@ -132,3 +132,16 @@ func TestOffersShares(t *testing.T) {
 		})
 	}
 }
+
+func TestSetFlag(t *testing.T) {
+	for _, tc := range []struct{ set, want string }{
+		{"image.tag=7605687", "--set-string"},
+		{"image.tag=v0.1.0", "--set-string"},
+		{"nodeConfig.shares=2", "--set"},
+		{"nodeConfig.legacy.mode=exclusive", "--set"},
+	} {
+		if got := setFlag(tc.set); got != tc.want {
+			t.Errorf("setFlag(%q) = %s, want %s", tc.set, got, tc.want)
+		}
+	}
+}
