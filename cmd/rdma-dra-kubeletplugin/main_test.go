@@ -3,7 +3,6 @@ package main
 import (
 	"flag"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/rdma-dra/rdma-dra-driver/internal/cliflags"
+	"github.com/rdma-dra/rdma-dra-driver/internal/doctable"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/plugin"
 )
 
@@ -127,27 +127,5 @@ func TestDocFlagTable(t *testing.T) {
 			t.Errorf("docLinks names %s, which is no flag", name)
 		}
 	}
-	data, err := os.ReadFile(docPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	before, rest, ok := strings.Cut(string(data), tableBegin+"\n")
-	if !ok {
-		t.Fatalf("%s lacks the line %q", docPath, tableBegin)
-	}
-	table, after, ok := strings.Cut(rest, tableEnd)
-	if !ok {
-		t.Fatalf("%s lacks the line %q", docPath, tableEnd)
-	}
-	want := flagTable(flags)
-	if table == want {
-		return
-	}
-	if *update {
-		if err := os.WriteFile(docPath, []byte(before+tableBegin+"\n"+want+tableEnd+after), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	t.Errorf("the flag table of %s differs from the flags; run with -update.\nwant:\n%s\nhave:\n%s", docPath, want, table)
+	doctable.Check(t, docPath, tableBegin, tableEnd, flagTable(flags), "the flag table", *update)
 }

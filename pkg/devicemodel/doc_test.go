@@ -3,9 +3,10 @@ package devicemodel
 import (
 	"flag"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
+
+	"github.com/rdma-dra/rdma-dra-driver/internal/doctable"
 )
 
 var update = flag.Bool("update", false, "rewrite the attribute table of docs/device-model.md from the code")
@@ -29,28 +30,5 @@ func attributeTable() string {
 // TestDocAttributeTable keeps the documented attributes and the published ones the
 // same list: the table in docs/device-model.md must be the one the code renders.
 func TestDocAttributeTable(t *testing.T) {
-	data, err := os.ReadFile(docPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := string(data)
-	before, rest, ok := strings.Cut(doc, tableBegin+"\n")
-	if !ok {
-		t.Fatalf("%s lacks the line %q", docPath, tableBegin)
-	}
-	table, after, ok := strings.Cut(rest, tableEnd)
-	if !ok {
-		t.Fatalf("%s lacks the line %q", docPath, tableEnd)
-	}
-	want := attributeTable()
-	if table == want {
-		return
-	}
-	if *update {
-		if err := os.WriteFile(docPath, []byte(before+tableBegin+"\n"+want+tableEnd+after), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	t.Errorf("the attribute table of %s differs from the code; run with -update.\nwant:\n%s\nhave:\n%s", docPath, want, table)
+	doctable.Check(t, docPath, tableBegin, tableEnd, attributeTable(), "the attribute table", *update)
 }
