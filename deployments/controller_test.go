@@ -67,24 +67,17 @@ func TestControllerDeployment(t *testing.T) {
 // controllerChartOmits are the controller's flags (by their environment twin) that the
 // chart does not set in its default rendering, and why (see checkChartEnv).
 var controllerChartOmits = map[string]string{
-	"KUBECONFIG":                "the pod's service account",
-	"KUBE_API_QPS":              "the controller's default",
-	"KUBE_API_BURST":            "the controller's default",
-	"LEASE_DURATION":            "the controller's default",
-	"RENEW_DEADLINE":            "the controller's default",
-	"RETRY_PERIOD":              "the controller's default",
-	"WORKERS":                   "the controller's default",
-	"WEBHOOK_CERT_DIR":          "only with webhook.certManager.enabled",
-	"METRICS_SECURE":            "only with controller.metricsSecure",
-	"METRICS_TLS_CERT_FILE":     "only with controller.metricsSecure and controller.metricsTLSSecretName",
-	"METRICS_TLS_KEY_FILE":      "only with controller.metricsSecure and controller.metricsTLSSecretName",
-	"LOG_VMODULE":               "component-base's default",
-	"FEATURE_GATES":             "component-base's default",
-	"LOG_FLUSH_FREQUENCY":       "component-base's default",
-	"LOG_TEXT_SPLIT_STREAM":     "component-base's default",
-	"LOG_TEXT_INFO_BUFFER_SIZE": "component-base's default",
-	"LOG_JSON_SPLIT_STREAM":     "component-base's default",
-	"LOG_JSON_INFO_BUFFER_SIZE": "component-base's default",
+	"KUBECONFIG":            "the pod's service account",
+	"KUBE_API_QPS":          "the controller's default",
+	"KUBE_API_BURST":        "the controller's default",
+	"LEASE_DURATION":        "the controller's default",
+	"RENEW_DEADLINE":        "the controller's default",
+	"RETRY_PERIOD":          "the controller's default",
+	"WORKERS":               "the controller's default",
+	"WEBHOOK_CERT_DIR":      "only with webhook.certManager.enabled",
+	"METRICS_SECURE":        "only with controller.metricsSecure",
+	"METRICS_TLS_CERT_FILE": "only with controller.metricsSecure and controller.metricsTLSSecretName",
+	"METRICS_TLS_KEY_FILE":  "only with controller.metricsSecure and controller.metricsTLSSecretName",
 }
 
 // TestControllerEnv: every variable the chart sets is the first environment twin of a

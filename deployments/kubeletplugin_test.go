@@ -1,6 +1,7 @@
 package deployments
 
 import (
+	"maps"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -33,17 +34,22 @@ var pluginChartOmits = map[string]string{
 	"KUBE_API_QPS":   "the plugin's default, the kubelet's",
 	"KUBE_API_BURST": "the plugin's default, the kubelet's",
 	// docs/kubelet-plugin.md#claim-status
-	"STATUS_API_QPS":            "the plugin's default",
-	"STATUS_API_BURST":          "the plugin's default",
-	"RESCAN_INTERVAL":           "the plugin's default",
-	"CLEANUP_INTERVAL":          "the plugin's default",
-	"HOOK_SOURCE":               "the hook next to the plugin in the image",
-	"NETLINK":                   "auto: on for the node's /sys, off for a mock node's tree",
-	"BOOT_ID_PATH":              "the kernel's",
-	"NODE_CONFIG":               "only with nodeConfig",
-	"METRICS_SECURE":            "only with metrics.secure",
-	"METRICS_TLS_CERT_FILE":     "only with metrics.secure and metrics.tls.secretName",
-	"METRICS_TLS_KEY_FILE":      "only with metrics.secure and metrics.tls.secretName",
+	"STATUS_API_QPS":        "the plugin's default",
+	"STATUS_API_BURST":      "the plugin's default",
+	"RESCAN_INTERVAL":       "the plugin's default",
+	"CLEANUP_INTERVAL":      "the plugin's default",
+	"HOOK_SOURCE":           "the hook next to the plugin in the image",
+	"NETLINK":               "auto: on for the node's /sys, off for a mock node's tree",
+	"BOOT_ID_PATH":          "the kernel's",
+	"NODE_CONFIG":           "only with nodeConfig",
+	"METRICS_SECURE":        "only with metrics.secure",
+	"METRICS_TLS_CERT_FILE": "only with metrics.secure and metrics.tls.secretName",
+	"METRICS_TLS_KEY_FILE":  "only with metrics.secure and metrics.tls.secretName",
+}
+
+// loggingOmits are the component-base logging flags both binaries have and the chart
+// leaves at their defaults (it sets the verbosity and the format only).
+var loggingOmits = map[string]string{
 	"LOG_VMODULE":               "component-base's default",
 	"FEATURE_GATES":             "component-base's default",
 	"LOG_FLUSH_FREQUENCY":       "component-base's default",
@@ -55,8 +61,9 @@ var pluginChartOmits = map[string]string{
 
 // checkChartEnv compares the variables a container of the chart sets with the flags of
 // its binary: each variable is the first environment twin of a flag (not an alias, not
-// a name no flag reads), and every flag is set unless omits says why not.
-func checkChartEnv(t *testing.T, c corev1.Container, flags []cliflags.FlagInfo, omits map[string]string) {
+// a name no flag reads), and every flag is set unless componentOmits or loggingOmits
+// says why not.
+func checkChartEnv(t *testing.T, c corev1.Container, flags []cliflags.FlagInfo, componentOmits map[string]string) {
 	t.Helper()
 	primary := sets.New[string]()
 	read := sets.New[string]()
@@ -81,6 +88,8 @@ func checkChartEnv(t *testing.T, c corev1.Container, flags []cliflags.FlagInfo, 
 			t.Errorf("the chart sets %s, which is not the first environment twin of its flag", e.Name)
 		}
 	}
+	omits := maps.Clone(componentOmits)
+	maps.Copy(omits, loggingOmits)
 	for name, why := range omits {
 		if !primary.Has(name) {
 			t.Errorf("%s is listed as left out (%s) but is no flag's environment twin", name, why)
