@@ -39,18 +39,7 @@ func TestServed(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := Served(reg, tt.names)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v, want one with %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Errorf("served (-want +got):\n%s", diff)
-			}
+			checkResult(t, "served", got, err, tt.want, tt.wantErr)
 		})
 	}
 }
@@ -86,18 +75,7 @@ func TestDocumented(t *testing.T) {
 				t.Fatal(err)
 			}
 			got, err := Documented(path, "x_")
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v, want one with %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Errorf("documented (-want +got):\n%s", diff)
-			}
+			checkResult(t, "documented", got, err, tt.want, tt.wantErr)
 		})
 	}
 }
@@ -136,5 +114,23 @@ func TestCheck(t *testing.T) {
 				t.Errorf("errors (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// checkResult checks a function's result against a table row: an error containing wantErr
+// when that is set, else no error and want.
+func checkResult[T any](t *testing.T, what string, got T, err error, want T, wantErr string) {
+	t.Helper()
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("error %v, want one with %q", err, wantErr)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("%s (-want +got):\n%s", what, diff)
 	}
 }
