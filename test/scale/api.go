@@ -39,31 +39,42 @@ type SliceFigures struct {
 
 // sliceFigures reads every slice of the driver back from the API server.
 func (c *Cluster) sliceFigures(ctx context.Context) (SliceFigures, error) {
-	list, err := c.cp.Client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("spec.driver", devicemodel.DefaultDriverName).String(),
-	})
-	if err != nil {
-		return SliceFigures{}, fmt.Errorf("list slices: %w", err)
-	}
 	n := float64(len(c.nodes))
-	f := SliceFigures{Model: c.model, Slices: float64(len(list.Items)) / n}
-	for i := range list.Items {
-		s := &list.Items[i]
-		f.Devices += float64(len(s.Spec.Devices)) / n
-		f.ProtobufBytesPerNode += float64(s.Size()) / n
-		js, err := json.Marshal(s)
+	f := SliceFigures{Model: c.model}
+	// In pages: at thousands of nodes the legacy model's slices are hundreds of
+	// megabytes.
+	opts := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.driver", devicemodel.DefaultDriverName).String(), Limit: 500}
+	for {
+		list, err := c.cp.Client.ResourceV1().ResourceSlices().List(ctx, opts)
 		if err != nil {
-			return f, fmt.Errorf("encode slice %s: %w", s.Name, err)
+			return SliceFigures{}, fmt.Errorf("list slices: %w", err)
 		}
-		f.JSONBytesPerNode += float64(len(js)) / n
+		f.Slices += float64(len(list.Items)) / n
+		for i := range list.Items {
+			s := &list.Items[i]
+			f.Devices += float64(len(s.Spec.Devices)) / n
+			f.ProtobufBytesPerNode += float64(s.Size()) / n
+			js, err := json.Marshal(s)
+			if err != nil {
+				return f, fmt.Errorf("encode slice %s: %w", s.Name, err)
+			}
+			f.JSONBytesPerNode += float64(len(js)) / n
+		}
+		if opts.Continue = list.Continue; opts.Continue == "" {
+			return f, nil
+		}
 	}
-	return f, nil
 }
 
 // measureAPI leaves the plugins idle for idle, then flaps ports.
 func (c *Cluster) measureAPI(ctx context.Context, idle time.Duration, flaps int) (APIFigures, error) {
 	logger := klog.FromContext(ctx)
 	f := APIFigures{Nodes: len(c.nodes), IdleSeconds: idle.Seconds(), Flaps: flaps}
+	// The controllers have just started: their first list and watch are not idle
+	// traffic. Idle begins once no request has been made for a while.
+	if err := c.requests.waitQuiet(ctx, 5*time.Second, 2*time.Minute); err != nil {
+		return f, err
+	}
 	before := c.requests.n.Load()
 	select {
 	case <-ctx.Done():
@@ -102,7 +113,7 @@ func (c *Cluster) waitTaint(ctx context.Context, n *simNode, down bool) error {
 			tainted := false
 			for _, s := range list.Items {
 				for _, d := range s.Spec.Devices {
-					if dev, ok := n.pub.results[ModelDefault].Devices[d.Name]; ok && dev.Port.IBDev == port.IBDev && dev.Port.Port == port.Port && len(d.Taints) > 0 {
+					if dev, ok := n.kind.catalog[ModelDefault][d.Name]; ok && dev.Port.IBDev == port.IBDev && dev.Port.Port == port.Port && len(d.Taints) > 0 {
 						tainted = true
 					}
 				}

@@ -37,8 +37,9 @@ func (c *Cluster) fillNode(ctx context.Context, n *simNode, fill float64) error 
 	if len(ports) == 0 {
 		return nil
 	}
-	res := n.pub.results[c.model]
-	devices, shares := fillDevices(res, n.pub.results[ModelDefault], c.model, ports)
+	devices, shares := fillDevices(n.kind.catalog[c.model], n.kind.catalog[ModelDefault], c.model, ports)
+	driver := devicemodel.DefaultDriverName
+	pool := devicemodel.DefaultPoolName(n.name, driver)
 	kube := c.cp.Client
 	// A claim holds at most resourceapi.AllocationResultsMaxSize devices (the legacy
 	// model's ports have 16 share devices each): the pod holds as many claims as needed.
@@ -81,7 +82,7 @@ func (c *Cluster) fillNode(ctx context.Context, n *simNode, fill float64) error 
 	for i, chunk := range chunks {
 		results := make([]resourceapi.DeviceRequestAllocationResult, 0, len(chunk))
 		for _, d := range chunk {
-			results = append(results, resourceapi.DeviceRequestAllocationResult{Request: fillRequest, Driver: res.DriverName, Pool: res.PoolName, Device: d})
+			results = append(results, resourceapi.DeviceRequestAllocationResult{Request: fillRequest, Driver: driver, Pool: pool, Device: d})
 		}
 		claim := claims[i]
 		claim.Status = resourceapi.ResourceClaimStatus{
@@ -100,10 +101,11 @@ func (c *Cluster) fillNode(ctx context.Context, n *simNode, fill float64) error 
 	return nil
 }
 
-// fillDevices are the devices of model res that take ports whole, and the shares those
-// ports have in the default model def (the extended resource the filler pod holds).
-func fillDevices(res, def *devicemodel.Result, m Model, ports []string) (devices []string, shares int) {
-	for name, d := range res.Devices {
+// fillDevices are the devices of model m (its catalog) that take ports whole, and the
+// shares those ports have in the default model def (the extended resource the filler pod
+// holds).
+func fillDevices(catalog, def map[string]devicemodel.Device, m Model, ports []string) (devices []string, shares int) {
+	for name, d := range catalog {
 		if !slices.Contains(ports, d.PortKey) {
 			continue
 		}
@@ -113,7 +115,7 @@ func fillDevices(res, def *devicemodel.Result, m Model, ports []string) (devices
 			devices = append(devices, name)
 		}
 	}
-	for _, d := range def.Devices {
+	for _, d := range def {
 		if d.Mode == devicemodel.ModeShared && slices.Contains(ports, d.PortKey) {
 			shares += d.MaxShares
 		}

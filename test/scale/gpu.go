@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync/atomic"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	apiresource "k8s.io/apimachinery/pkg/api/resource"
@@ -46,23 +46,25 @@ func gpuResources(node string, inv *discovery.Inventory) resourceslice.DriverRes
 }
 
 // publishGPUs publishes (on) or removes (off) the GPU driver's slices of every node and
-// waits for the API server to have them.
+// waits for the API server to have them; like the RDMA slices, they stay without their
+// controllers.
 func (c *Cluster) publishGPUs(ctx context.Context, on bool) error {
-	var want atomic.Int64
-	err := parallel(ctx, len(c.nodes), func(pctx context.Context, i int) error {
+	return parallelN(ctx, len(c.nodes), publishWorkers, func(pctx context.Context, i int) error {
 		n := c.nodes[i]
 		if n.gpu == nil {
 			n.gpu = newSliceSink(ctx, c.plugins, gpuDriver, n.obj)
+			// A controller started to remove the GPU pool learns of the pool's slices
+			// from its informer, and would wait the default 30 s before it deletes them.
+			n.gpu.syncDelay = ptr.To(time.Duration(0))
 		}
 		res := resourceslice.DriverResources{}
 		if on {
 			res = gpuResources(n.name, n.kind.inv)
-			want.Add(int64(len(res.Pools[n.name].Slices[0].Devices)))
 		}
-		return n.gpu.PublishResources(pctx, res)
+		if err := n.gpu.PublishResources(pctx, res); err != nil {
+			return err
+		}
+		defer n.gpu.Stop()
+		return n.gpu.waitPublished(pctx, c.cp.Client)
 	})
-	if err != nil {
-		return err
-	}
-	return c.waitDevices(ctx, gpuDriver, int(want.Load()))
 }

@@ -39,6 +39,32 @@ type kind struct {
 	// sharedPorts are the ports with a shared device, sorted, by their exclusive device's
 	// name (the PortKey).
 	sharedPorts []string
+	// catalog is each model's devices of a node of the profile: the device names and
+	// what they hand out do not depend on the node's name, only the pool's name does
+	// (TestCatalogIndependentOfNode). The fill and the flaps read it; a node's own slices
+	// are built when it publishes and not kept by the harness.
+	catalog map[Model]map[string]devicemodel.Device
+}
+
+// models are the models the harness publishes.
+var models = []Model{ModelDefault, ModelLegacy, ModelPerNIC, ModelFewAttributes}
+
+// build is model m of the profile's inventory on node.
+func (k *kind) build(node string, m Model) (*devicemodel.Result, error) {
+	legacy := m == ModelLegacy
+	res, err := devicemodel.Build(k.inv, ModelOptions(node, legacy))
+	if err != nil {
+		return nil, fmt.Errorf("build the %s model of %s (%s): %w", m, node, k.profile, err)
+	}
+	switch m {
+	case ModelDefault, ModelLegacy:
+		return res, nil
+	case ModelPerNIC:
+		return perNIC(res), nil
+	case ModelFewAttributes:
+		return withAttributes(res, fewAttributes), nil
+	}
+	return nil, fmt.Errorf("unknown model %q", m)
 }
 
 // discoverKinds writes each profile's mock node below dir and discovers it.
@@ -49,12 +75,15 @@ func discoverKinds(ctx context.Context, dir string) ([]*kind, error) {
 		if err != nil {
 			return nil, err
 		}
-		res, err := devicemodel.Build(inv, ModelOptions("probe", false))
-		if err != nil {
-			return nil, fmt.Errorf("build the model of %s: %w", name, err)
+		k := &kind{profile: name, inv: inv, catalog: map[Model]map[string]devicemodel.Device{}}
+		for _, m := range models {
+			res, err := k.build(catalogNode, m)
+			if err != nil {
+				return nil, err
+			}
+			k.catalog[m] = res.Devices
 		}
-		k := &kind{profile: name, inv: inv}
-		for _, d := range res.Devices {
+		for _, d := range k.catalog[ModelDefault] {
 			if d.Mode == devicemodel.ModeShared {
 				k.shares += d.MaxShares
 				k.sharedPorts = append(k.sharedPorts, d.PortKey)
@@ -65,6 +94,9 @@ func discoverKinds(ctx context.Context, dir string) ([]*kind, error) {
 	}
 	return out, nil
 }
+
+// catalogNode is the node name the profiles' catalogs are built for.
+const catalogNode = "catalog"
 
 // ProfileInventory writes the mock node of profile below dir and discovers it, as the
 // plugin would on that node.

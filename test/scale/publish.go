@@ -8,9 +8,13 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
@@ -62,6 +66,21 @@ func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 	})
 }
 
+// waitQuiet waits until no request has been counted for quiet, at most for timeout.
+func (c *requestCounter) waitQuiet(ctx context.Context, quiet, timeout time.Duration) error {
+	last, since := c.n.Load(), time.Now()
+	err := wait.PollUntilContextTimeout(ctx, quiet/10, timeout, false, func(context.Context) (bool, error) {
+		if n := c.n.Load(); n != last {
+			last, since = n, time.Now()
+		}
+		return time.Since(since) >= quiet, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the plugins made requests for %v without a pause of %v: %w", timeout, quiet, err)
+	}
+	return nil
+}
+
 type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
@@ -80,16 +99,21 @@ func pluginClient(base *rest.Config, c *requestCounter) (kubernetes.Interface, e
 
 // sliceSink hands one driver's resources of one node to a ResourceSlice controller, as
 // the kubelet plugin helper does: the first call starts the controller, later calls
-// update it.
+// update it. It remembers what it was last handed, so that the harness can wait for the
+// API server to have exactly that.
 type sliceSink struct {
 	// ctx is the controller's lifetime: the cluster's, not a caller's.
 	ctx    context.Context
 	client kubernetes.Interface
 	driver string
 	owner  *resourceslice.Owner
+	// syncDelay is the controller's delay after an event of a slice it did not ask for
+	// (nil: the library's default, as the plugin runs it).
+	syncDelay *time.Duration
 
 	mu   sync.Mutex
 	ctrl *resourceslice.Controller
+	want []string
 }
 
 func newSliceSink(ctx context.Context, client kubernetes.Interface, driver string, node *v1.Node) *sliceSink {
@@ -100,16 +124,24 @@ func newSliceSink(ctx context.Context, client kubernetes.Interface, driver strin
 func (s *sliceSink) PublishResources(_ context.Context, res resourceslice.DriverResources) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.want = resourcesFingerprint(res)
 	if s.ctrl != nil {
 		s.ctrl.Update(&res)
 		return nil
 	}
-	ctrl, err := resourceslice.StartController(s.ctx, resourceslice.Options{DriverName: s.driver, KubeClient: s.client, Owner: s.owner, Resources: &res})
+	ctrl, err := resourceslice.StartController(s.ctx, resourceslice.Options{DriverName: s.driver, KubeClient: s.client, Owner: s.owner, Resources: &res, SyncDelay: s.syncDelay})
 	if err != nil {
 		return fmt.Errorf("start the ResourceSlice controller of %s on %s: %w", s.driver, s.owner.Name, err)
 	}
 	s.ctrl = ctrl
 	return nil
+}
+
+// wanted is the fingerprint of what the sink was last handed.
+func (s *sliceSink) wanted() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.want
 }
 
 // Stop stops the controller; the slices stay.
@@ -120,6 +152,74 @@ func (s *sliceSink) Stop() {
 		s.ctrl.Stop()
 		s.ctrl = nil
 	}
+}
+
+// waitPublished waits until the API server has exactly the slices the sink was last
+// handed for its node and driver.
+func (s *sliceSink) waitPublished(ctx context.Context, api kubernetes.Interface) error {
+	want := s.wanted()
+	var got []string
+	sel := fields.AndSelectors(fields.OneTermEqualSelector("spec.nodeName", s.owner.Name), fields.OneTermEqualSelector("spec.driver", s.driver)).String()
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := api.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: sel})
+		if err != nil {
+			return false, nil
+		}
+		got = slicesFingerprint(list.Items)
+		return slices.Equal(got, want), nil
+	})
+	if err != nil {
+		return fmt.Errorf("the slices of %s on %s: the API server has %d devices, %d wanted, not the same (%v): %w", s.driver, s.owner.Name, len(got), len(want), firstDifference(got, want), err)
+	}
+	return nil
+}
+
+// resourcesFingerprint describes the devices of res: a sorted line per device with its
+// name and the number of its attributes, counter consumptions and taints. Two sets of
+// slices with the same fingerprint hold the same devices in the same model, which is
+// what the harness waits for after a change of model (the device count alone does not
+// change between the default and the few-attributes model).
+func resourcesFingerprint(res resourceslice.DriverResources) []string {
+	var out []string
+	for _, pool := range res.Pools {
+		for _, s := range pool.Slices {
+			out = appendFingerprint(out, s.Devices)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// slicesFingerprint is resourcesFingerprint of published slices.
+func slicesFingerprint(items []resourceapi.ResourceSlice) []string {
+	var out []string
+	for i := range items {
+		out = appendFingerprint(out, items[i].Spec.Devices)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func appendFingerprint(out []string, devices []resourceapi.Device) []string {
+	for _, d := range devices {
+		out = append(out, fmt.Sprintf("%s attributes=%d counters=%d taints=%d", d.Name, len(d.Attributes), len(d.ConsumesCounters), len(d.Taints)))
+	}
+	return out
+}
+
+// firstDifference names the first device line of got or want the other lacks.
+func firstDifference(got, want []string) string {
+	for _, w := range want {
+		if !slices.Contains(got, w) {
+			return "missing " + w
+		}
+	}
+	for _, g := range got {
+		if !slices.Contains(want, g) {
+			return "unexpected " + g
+		}
+	}
+	return "none"
 }
 
 // staticDiscoverer serves a node's inventory, with one port's state overridden while it
@@ -151,36 +251,26 @@ func (d *staticDiscoverer) setDown(down bool) {
 	d.down = down
 }
 
-// nodePublisher publishes one simulated node's ports in the current model: the plugin's
-// own Publisher for its models, the derived per-NIC model beside it.
+// nodePublisher publishes one simulated node's ports in a model: the plugin's own
+// Publisher for its models, the derived models through the same ResourceSlice
+// controller. Between changes of model the harness stops it: the slices stay, and
+// thousands of idle controllers (each with its informer and its copy of the node's
+// devices) do not weigh on the harness's memory.
 type nodePublisher struct {
 	node *v1.Node
 	kind *kind
 	disc *staticDiscoverer
 	sink *sliceSink
-	pub  *plugin.Publisher
-	// model is what is published; results holds each model's devices, for the fill.
-	model   Model
-	results map[Model]*devicemodel.Result
+	// pub is the plugin's Publisher while it runs in one of its models.
+	pub *plugin.Publisher
 }
 
-func newNodePublisher(ctx context.Context, client kubernetes.Interface, node *v1.Node, k *kind) (*nodePublisher, error) {
-	p := &nodePublisher{node: node, kind: k, disc: &staticDiscoverer{inv: k.inv}, sink: newSliceSink(ctx, client, devicemodel.DefaultDriverName, node), results: map[Model]*devicemodel.Result{}}
-	for m, legacy := range map[Model]bool{ModelDefault: false, ModelLegacy: true} {
-		res, err := devicemodel.Build(k.inv, ModelOptions(node.Name, legacy))
-		if err != nil {
-			return nil, fmt.Errorf("build the %s model of %s: %w", m, node.Name, err)
-		}
-		p.results[m] = res
-	}
-	p.results[ModelPerNIC] = perNIC(p.results[ModelDefault])
-	p.results[ModelFewAttributes] = withAttributes(p.results[ModelDefault], fewAttributes)
-	return p, nil
+func newNodePublisher(ctx context.Context, client kubernetes.Interface, node *v1.Node, k *kind) *nodePublisher {
+	return &nodePublisher{node: node, kind: k, disc: &staticDiscoverer{inv: k.inv}, sink: newSliceSink(ctx, client, devicemodel.DefaultDriverName, node)}
 }
 
 // publish makes the node publish model m.
 func (p *nodePublisher) publish(ctx context.Context, m Model) error {
-	p.model = m
 	switch m {
 	case ModelDefault, ModelLegacy:
 		choice := plugin.ModelPartitionable
@@ -192,9 +282,19 @@ func (p *nodePublisher) publish(ctx context.Context, m Model) error {
 		return p.pub.Sync(ctx)
 	case ModelPerNIC, ModelFewAttributes:
 		p.pub = nil
-		return p.sink.PublishResources(ctx, p.results[m].Resources)
+		res, err := p.kind.build(p.node.Name, m)
+		if err != nil {
+			return err
+		}
+		return p.sink.PublishResources(ctx, res.Resources)
 	}
 	return fmt.Errorf("unknown model %q", m)
+}
+
+// stop stops the node's ResourceSlice controller and drops its Publisher.
+func (p *nodePublisher) stop() {
+	p.sink.Stop()
+	p.pub = nil
 }
 
 // perNIC derives the one-device-per-NIC model from the default model: its exclusive

@@ -123,7 +123,7 @@ func runSize(ctx context.Context, o Options, nodes int, r *Results) error {
 	published := map[Model]bool{}
 	for i, st := range plan(o.Fills) {
 		if c.model != st.model {
-			if err := c.publish(ctx, st.model); err != nil {
+			if err := c.publish(ctx, st.model, false); err != nil {
 				return err
 			}
 		}
@@ -172,10 +172,10 @@ func runSize(ctx context.Context, o Options, nodes int, r *Results) error {
 			return err
 		}
 	}
-	if c.model != ModelDefault {
-		if err := c.publish(ctx, ModelDefault); err != nil {
-			return err
-		}
+	// The plugins' traffic is measured with every node's Publisher and ResourceSlice
+	// controller running, as on a cluster, in the default model.
+	if err := c.publish(ctx, ModelDefault, true); err != nil {
+		return err
 	}
 	api, err := c.measureAPI(ctx, o.Idle, o.Flaps)
 	if err != nil {

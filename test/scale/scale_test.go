@@ -96,7 +96,7 @@ func TestFillDevices(t *testing.T) {
 		{ModelFewAttributes, withAttributes(def, fewAttributes), 2},
 		{ModelLegacy, legacy, 0}, // counted below: every device of the two ports
 	} {
-		devices, shares := fillDevices(tc.res, def, tc.model, ports)
+		devices, shares := fillDevices(tc.res.Devices, def.Devices, tc.model, ports)
 		if shares != 32 {
 			t.Errorf("%s: %d shares of the extended resource, want 32 (2 ports × 16)", tc.model, shares)
 		}

@@ -76,10 +76,10 @@ leaderElection:
 
 // StartControllerManager starts kube-controller-manager with only the given controllers
 // (a comma-separated --controllers value), without leader election.
-func (cp *ControlPlane) StartControllerManager(ctx context.Context, logDir, controllers string, limits ClientLimits) (*Component, error) {
-	return cp.startComponent(ctx, "kube-controller-manager", cp.bins.ControllerManager, logDir,
-		"--kubeconfig="+cp.Kubeconfig, "--leader-elect=false", "--controllers="+controllers,
-		"--kube-api-qps="+strconv.Itoa(limits.QPS), "--kube-api-burst="+strconv.Itoa(limits.Burst))
+func (cp *ControlPlane) StartControllerManager(ctx context.Context, logDir, controllers string, limits ClientLimits, extra ...string) (*Component, error) {
+	return cp.startComponent(ctx, "kube-controller-manager", cp.bins.ControllerManager, logDir, append([]string{
+		"--kubeconfig=" + cp.Kubeconfig, "--leader-elect=false", "--controllers=" + controllers,
+		"--kube-api-qps=" + strconv.Itoa(limits.QPS), "--kube-api-burst=" + strconv.Itoa(limits.Burst)}, extra...)...)
 }
 
 // startComponent starts a component with the serving and delegated-auth flags both

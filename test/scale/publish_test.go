@@ -1,0 +1,176 @@
+package scale
+
+import (
+	"context"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+)
+
+// The harness keeps one catalog per profile and model and reads it for every node of
+// the profile: that is only right if the devices do not depend on the node's name.
+func TestCatalogIndependentOfNode(t *testing.T) {
+	for _, k := range testKinds(t) {
+		for _, m := range models {
+			a, err := k.build("sim-00001", m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := k.build("sim-04999", m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(a.Devices) == 0 {
+				t.Errorf("%s, %s model: no devices", k.profile, m)
+			}
+			if !reflect.DeepEqual(a.Devices, b.Devices) {
+				t.Errorf("%s, %s model: the devices differ between two nodes", k.profile, m)
+			}
+			if !reflect.DeepEqual(k.catalog[m], a.Devices) {
+				t.Errorf("%s, %s model: the catalog is not the node's devices", k.profile, m)
+			}
+			if a.PoolName == b.PoolName {
+				t.Errorf("%s, %s model: both nodes publish pool %q", k.profile, m, a.PoolName)
+			}
+			if _, ok := a.Resources.Pools[a.PoolName]; !ok || len(a.Resources.Pools) != 1 {
+				t.Errorf("%s, %s model: pools %v, want only %q", k.profile, m, len(a.Resources.Pools), a.PoolName)
+			}
+		}
+	}
+}
+
+// asPublished is what the API server holds for res: one ResourceSlice per slice.
+func asPublished(res resourceslice.DriverResources) []resourceapi.ResourceSlice {
+	var out []resourceapi.ResourceSlice
+	for _, pool := range res.Pools {
+		for _, s := range pool.Slices {
+			out = append(out, resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{Devices: s.Devices, SharedCounters: s.SharedCounters}})
+		}
+	}
+	return out
+}
+
+func TestFingerprint(t *testing.T) {
+	k := testKinds(t)[0]
+	res := map[Model]resourceslice.DriverResources{}
+	for _, m := range models {
+		r, err := k.build("n", m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res[m] = r.Resources
+	}
+	// Published as built: the same. Reversed slice order: still the same.
+	for _, m := range models {
+		want := resourcesFingerprint(res[m])
+		pub := asPublished(res[m])
+		if got := slicesFingerprint(pub); !equalStrings(got, want) {
+			t.Errorf("%s model: published %v, want %v", m, got, want)
+		}
+		for i, j := 0, len(pub)-1; i < j; i, j = i+1, j-1 {
+			pub[i], pub[j] = pub[j], pub[i]
+		}
+		if got := slicesFingerprint(pub); !equalStrings(got, want) {
+			t.Errorf("%s model, slices in another order: %v, want %v", m, got, want)
+		}
+	}
+	// Every model differs from every other, the default and the few-attributes model
+	// included although they have the same devices by name.
+	for i, a := range models {
+		for _, b := range models[i+1:] {
+			if equalStrings(resourcesFingerprint(res[a]), resourcesFingerprint(res[b])) {
+				t.Errorf("the %s and the %s model have the same fingerprint", a, b)
+			}
+		}
+	}
+	// A slice missing, or a device gaining a taint, is a difference that is named.
+	want := resourcesFingerprint(res[ModelDefault])
+	pub := asPublished(res[ModelDefault])
+	i := slices.IndexFunc(pub, func(s resourceapi.ResourceSlice) bool { return len(s.Spec.Devices) > 0 })
+	if i < 0 {
+		t.Fatal("no slice with devices")
+	}
+	missing := slices.Delete(slices.Clone(pub), i, i+1)
+	if got := slicesFingerprint(missing); equalStrings(got, want) || !strings.HasPrefix(firstDifference(got, want), "missing ") {
+		t.Errorf("a slice missing: %q", firstDifference(got, want))
+	}
+	pub[i].Spec.Devices = slices.Clone(pub[i].Spec.Devices)
+	pub[i].Spec.Devices[0].Taints = []resourceapi.DeviceTaint{{Key: "k", Effect: resourceapi.DeviceTaintEffectNoSchedule}}
+	if d := firstDifference(slicesFingerprint(pub), want); !strings.Contains(d, pub[i].Spec.Devices[0].Name) {
+		t.Errorf("a taint added: difference %q does not name %s", d, pub[i].Spec.Devices[0].Name)
+	}
+	if d := firstDifference(want, want); d != "none" {
+		t.Errorf("no difference: %q", d)
+	}
+}
+
+func equalStrings(a, b []string) bool { return reflect.DeepEqual(a, b) }
+
+func TestRequestCounterWaitQuiet(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// busy is how long requests keep coming, one every 100 ms.
+		busy    time.Duration
+		wantErr bool
+		// wantAfter is when waitQuiet returns at the earliest.
+		wantAfter time.Duration
+	}{
+		{name: "quiet from the start", busy: 0, wantAfter: 5 * time.Second},
+		{name: "quiet after 3s", busy: 3 * time.Second, wantAfter: 8 * time.Second},
+		{name: "never quiet", busy: 5 * time.Minute, wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				c := &requestCounter{}
+				go func() {
+					for end := time.Now().Add(tc.busy); time.Now().Before(end); {
+						c.n.Add(1)
+						select {
+						case <-ctx.Done():
+							return
+						case <-time.After(100 * time.Millisecond):
+						}
+					}
+				}()
+				start := time.Now()
+				err := c.waitQuiet(ctx, 5*time.Second, time.Minute)
+				if (err != nil) != tc.wantErr {
+					t.Fatalf("error %v, want one: %v", err, tc.wantErr)
+				}
+				if took := time.Since(start); !tc.wantErr && (took < tc.wantAfter || took > tc.wantAfter+time.Second) {
+					t.Errorf("returned after %v, want about %v", took, tc.wantAfter)
+				}
+			})
+		})
+	}
+}
+
+func TestLeaseDuration(t *testing.T) {
+	for _, tc := range []struct {
+		nodes int
+		want  time.Duration
+	}{
+		{1, 40 * time.Second},
+		{100, 40 * time.Second},
+		{1000, 40 * time.Second},
+		{2000, 80 * time.Second},
+		{5000, 200 * time.Second},
+	} {
+		got := leaseDuration(tc.nodes)
+		if got != tc.want {
+			t.Errorf("%d nodes: %v, want %v", tc.nodes, got, tc.want)
+		}
+		// kwok renews at a quarter of the duration.
+		if rate := float64(tc.nodes) / (got / 4).Seconds(); rate > maxLeaseWrites {
+			t.Errorf("%d nodes: %.0f lease writes a second, more than %d", tc.nodes, rate, maxLeaseWrites)
+		}
+	}
+}
