@@ -174,3 +174,58 @@ func TestLeaseDuration(t *testing.T) {
 		}
 	}
 }
+
+func TestRenderReport(t *testing.T) {
+	r := &Results{
+		Meta:      Meta{Started: "2026-11-26T00:00:00Z", CPUs: 2, CPUModel: "cpu", MemoryGiB: 24, Kubernetes: "v1.37.1", Kwok: "v0.8.0", Commit: "abc"},
+		Scenarios: []Scenario{ScenarioShare, ScenarioExtendedResource},
+		Points: []Point{
+			{Nodes: 5000, Scenario: "share", Model: ModelDefault, Fill: 0.5, PodsPerSec: 10},
+			{Nodes: 5000, Scenario: "extended-resource", Fill: 0.5, PodsPerSec: 40},
+		},
+		Memory: []Memory{{Nodes: 5000, PeakMB: map[string]float64{"kube-apiserver": 3072, "kube-scheduler": 1024, "etcd": 1024}}},
+	}
+	got := RenderReport(r)
+	for _, want := range []string{
+		"| 5000 | default | 10.0 | 40.0 | 0.25 |\n",
+		"| 5000 | default | share | default | 50% | 10.0 | 0.25 |",
+		"- 5000 nodes: etcd 1024, kube-apiserver 3072, kube-scheduler 1024; all together at most 5.0 GiB.\n",
+		"Measured 2026-11-26T00:00:00Z on 2 × cpu, 24 GiB",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the report lacks %q", want)
+		}
+	}
+	if again := RenderReport(r); again != got {
+		t.Error("the same results rendered twice differ")
+	}
+}
+
+func TestPluginSample(t *testing.T) {
+	kinds := []*kind{{profile: "a"}, {profile: "b"}, {profile: "c"}}
+	for _, n := range []int{1, 30, 1000, 1001, 2500, 3000, 5000} {
+		nodes := make([]*simNode, n)
+		for i := range nodes {
+			nodes[i] = &simNode{index: i, kind: kinds[i%len(kinds)]}
+		}
+		got := pluginSample(nodes)
+		want := min(n, maxRunningPlugins)
+		if len(got) > want || len(got) < want-len(kinds) {
+			t.Errorf("%d nodes: %d in the sample, want %d (less at most one per profile)", n, len(got), want)
+		}
+		perKind := map[*kind]int{}
+		for i, s := range got {
+			if i > 0 && s.index <= got[i-1].index {
+				t.Fatalf("%d nodes: the sample repeats or goes back at %d", n, s.index)
+			}
+			perKind[s.kind]++
+		}
+		for ki, k := range kinds[:min(n, len(kinds))] {
+			nodesOfKind := (n - ki + len(kinds) - 1) / len(kinds)
+			share := float64(nodesOfKind*want) / float64(n)
+			if c := float64(perKind[k]); c <= share-1 || c > share {
+				t.Errorf("%d nodes: %d of profile %s in the sample, want about %.0f", n, perKind[k], k.profile, share)
+			}
+		}
+	}
+}

@@ -172,11 +172,6 @@ func runSize(ctx context.Context, o Options, nodes int, r *Results) error {
 			return err
 		}
 	}
-	// The plugins' traffic is measured with every node's Publisher and ResourceSlice
-	// controller running, as on a cluster, in the default model.
-	if err := c.publish(ctx, ModelDefault, true); err != nil {
-		return err
-	}
 	api, err := c.measureAPI(ctx, o.Idle, o.Flaps)
 	if err != nil {
 		return err
