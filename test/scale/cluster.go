@@ -108,7 +108,10 @@ func startCluster(ctx context.Context, o Options, n int, work, logs string) (_ *
 	for _, node := range c.nodes {
 		node.pub = newNodePublisher(ctx, c.plugins, node.obj, node.kind)
 	}
-	if err := c.publish(ctx, ModelDefault, false); err != nil {
+	for _, node := range pluginSample(c.nodes) {
+		node.running = true
+	}
+	if err := c.publish(ctx, ModelDefault); err != nil {
 		return nil, err
 	}
 	logger.Info("Slices are published", "nodes", n, "seconds", time.Since(start).Seconds())
@@ -237,19 +240,19 @@ func (c *Cluster) createNodes(ctx context.Context, n int) error {
 const publishWorkers = 64
 
 // publish makes every node publish model m and waits until the API server has each
-// node's slices. With keep the nodes' Publishers and ResourceSlice controllers keep
-// running (to measure their traffic); otherwise each is stopped once its slices are
-// published, and the slices stay.
-func (c *Cluster) publish(ctx context.Context, m Model, keep bool) error {
+// node's slices. The plugins of the nodes in pluginSample keep running, as on a
+// cluster, for their traffic; the others' Publishers and ResourceSlice controllers are
+// stopped once their slices are published, and the slices stay.
+func (c *Cluster) publish(ctx context.Context, m Model) error {
 	err := parallelN(ctx, len(c.nodes), publishWorkers, func(ctx context.Context, i int) error {
-		p := c.nodes[i].pub
-		if err := p.publish(ctx, m); err != nil {
+		n := c.nodes[i]
+		if err := n.pub.publish(ctx, m); err != nil {
 			return err
 		}
-		if !keep {
-			defer p.stop()
+		if !n.running {
+			defer n.pub.stop()
 		}
-		return p.sink.waitPublished(ctx, c.cp.Client)
+		return n.pub.sink.waitPublished(ctx, c.cp.Client)
 	})
 	if err != nil {
 		return err

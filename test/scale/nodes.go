@@ -133,6 +133,9 @@ type simNode struct {
 	// pub publishes the node's RDMA slices, gpu its GPU slices (only in the GPU scenario).
 	pub *nodePublisher
 	gpu *sliceSink
+	// running says the node's plugin (Publisher and ResourceSlice controller) runs the
+	// whole time; the other nodes' stop once their slices are published.
+	running bool
 }
 
 // nodeName is the name of the i-th simulated node.

@@ -173,13 +173,14 @@ nodes with leases, bound pods Running). Each node takes a mock profile in turn (
 8 InfiniBand and 2 RoCE ports; roce-lag: 8 RoCE LAG ports; mixed-bond: 4 InfiniBand and
 2 bonded RoCE ports), and its ResourceSlices are written by the plugin's own Publisher
 through the ResourceSlice controller of k8s.io/dynamic-resource-allocation, one per node,
-as the kubelet plugin does. Once a node's slices are in the API server (the harness
-compares every device), its Publisher and controller are stopped and the slices stay, as
-when a kubelet plugin is not running: the scheduler sees the same objects, and thousands
-of idle controllers, each with an informer and its copies of the node's devices, do not
-take the machine's memory. The plugins' own traffic is measured last, with the nodes'
-Publishers and controllers running: every node's up to 1,000 nodes, every k-th node's
-above (1,000 of them), since each plugin's traffic is its own. The nodes' capacity of
+as the kubelet plugin does. The plugins of every node up to 1,000 nodes, and of an even
+sample of 1,000 nodes above, run the whole time, as on a cluster; their traffic is
+measured last, after the run, idle and during port flaps (each plugin's traffic is its
+own, so the figure per node holds for all). The other nodes' Publishers and controllers
+are stopped once their slices are in the API server (the harness compares every
+device), and the slices stay, as while a kubelet plugin restarts: the scheduler sees
+the same objects, and thousands of idle controllers, each with an informer and its
+copies of the node's devices, do not take the machine's memory. The nodes' capacity of
 the extended resource equals the shares they publish (16 per port), so both ways offer
 the same.
 

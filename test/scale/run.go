@@ -123,7 +123,7 @@ func runSize(ctx context.Context, o Options, nodes int, r *Results) error {
 	published := map[Model]bool{}
 	for i, st := range plan(o.Fills) {
 		if c.model != st.model {
-			if err := c.publish(ctx, st.model, false); err != nil {
+			if err := c.publish(ctx, st.model); err != nil {
 				return err
 			}
 		}
