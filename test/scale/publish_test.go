@@ -2,14 +2,21 @@ package scale
 
 import (
 	"context"
+	"errors"
+	"maps"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 )
 
@@ -227,5 +234,72 @@ func TestPluginSample(t *testing.T) {
 				t.Errorf("%d nodes: %d of profile %s in the sample, want about %.0f", n, perKind[k], k.profile, share)
 			}
 		}
+	}
+}
+
+func TestDeleteEach(t *testing.T) {
+	names := func(objs ...string) listPage {
+		return func(context.Context, metav1.ListOptions) ([]string, string, error) { return objs, "", nil }
+	}
+	paged := func(pages ...[]string) listPage {
+		return func(_ context.Context, opts metav1.ListOptions) ([]string, string, error) {
+			i := 0
+			if opts.Continue != "" {
+				i, _ = strconv.Atoi(opts.Continue)
+			}
+			next := ""
+			if i+1 < len(pages) {
+				next = strconv.Itoa(i + 1)
+			}
+			return pages[i], next, nil
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		list    listPage
+		fail    map[string]error
+		want    []string
+		wantErr string
+	}{
+		{name: "two pages", list: paged([]string{"a", "b"}, []string{"c"}), want: []string{"a", "b", "c"}},
+		{name: "one already gone", list: names("a", "b"), fail: map[string]error{"a": apierrors.NewNotFound(v1.Resource("pods"), "a")}, want: []string{"a", "b"}},
+		{name: "a delete fails", list: names("a", "b"), fail: map[string]error{"b": errors.New("boom")}, wantErr: "delete b of the pods of ns: boom"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			deleted := map[string]bool{}
+			// After the deletes the list is empty, unless one failed.
+			list := func(ctx context.Context, opts metav1.ListOptions) ([]string, string, error) {
+				mu.Lock()
+				done := len(deleted) > 0
+				mu.Unlock()
+				if done && opts.Limit == 1 {
+					return nil, "", nil
+				}
+				return tc.list(ctx, opts)
+			}
+			err := deleteEach(context.Background(), "pods of ns", list, func(_ context.Context, name string, opts metav1.DeleteOptions) error {
+				if opts.GracePeriodSeconds == nil || *opts.GracePeriodSeconds != 0 {
+					t.Errorf("%s deleted with grace %v, want 0", name, opts.GracePeriodSeconds)
+				}
+				mu.Lock()
+				deleted[name] = true
+				mu.Unlock()
+				return tc.fail[name]
+			})
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := slices.Sorted(maps.Keys(deleted))
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("deleted %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -190,7 +190,7 @@ func TestScenarioPods(t *testing.T) {
 }
 
 func TestPlan(t *testing.T) {
-	steps := plan([]float64{0, 0.5, 0.9})
+	steps := plan([]float64{0, 0.5, 0.9}, 1000)
 	has := func(m Model, fill float64, name string) bool {
 		for _, st := range steps {
 			if st.model == m && st.fill == fill && slices.ContainsFunc(st.scenarios, func(s Scenario) bool { return s.Name == name }) {
@@ -212,6 +212,11 @@ func TestPlan(t *testing.T) {
 	}
 	if !has(ModelFewAttributes, HeadlineFill, "share") {
 		t.Error("the few-attributes model is not measured")
+	}
+	for _, st := range plan([]float64{0, 0.5, 0.9}, maxLegacyNodes+1) {
+		if st.model == ModelLegacy {
+			t.Errorf("the legacy model is measured above %d nodes", maxLegacyNodes)
+		}
 	}
 	// The tuned scheduler measures shares and the extended resource side by side, and
 	// is last: the steps before it run with the default settings.
