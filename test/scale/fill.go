@@ -9,8 +9,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	apiresource "k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
@@ -135,34 +137,39 @@ func (c *Cluster) unfill(ctx context.Context) error {
 // deleted on its own, in parallel: a DeleteCollection of 5,000 pods outlasts the API
 // server's request timeout.
 func (c *Cluster) emptyNamespace(ctx context.Context, ns string) error {
-	kube := c.cp.Client
-	pods := kube.CoreV1().Pods(ns)
-	err := deleteEach(ctx, "pods of "+ns, func(ctx context.Context, opts metav1.ListOptions) ([]string, string, error) {
-		list, err := pods.List(ctx, opts)
-		if err != nil {
-			return nil, "", err
-		}
-		names := make([]string, 0, len(list.Items))
-		for _, p := range list.Items {
-			names = append(names, p.Name)
-		}
-		return names, list.Continue, nil
-	}, pods.Delete)
-	if err != nil {
+	pods := c.cp.Client.CoreV1().Pods(ns)
+	if err := deleteEach(ctx, "pods of "+ns, pageOf(pods.List), pods.Delete); err != nil {
 		return err
 	}
-	claims := kube.ResourceV1().ResourceClaims(ns)
-	return deleteEach(ctx, "claims of "+ns, func(ctx context.Context, opts metav1.ListOptions) ([]string, string, error) {
-		list, err := claims.List(ctx, opts)
+	claims := c.cp.Client.ResourceV1().ResourceClaims(ns)
+	return deleteEach(ctx, "claims of "+ns, pageOf(claims.List), claims.Delete)
+}
+
+// pageOf makes a typed List call a listPage.
+func pageOf[L runtime.Object](list func(context.Context, metav1.ListOptions) (L, error)) listPage {
+	return func(ctx context.Context, opts metav1.ListOptions) ([]string, string, error) {
+		l, err := list(ctx, opts)
 		if err != nil {
 			return nil, "", err
 		}
-		names := make([]string, 0, len(list.Items))
-		for _, c := range list.Items {
-			names = append(names, c.Name)
+		items, err := meta.ExtractList(l)
+		if err != nil {
+			return nil, "", err
 		}
-		return names, list.Continue, nil
-	}, claims.Delete)
+		names := make([]string, 0, len(items))
+		for _, item := range items {
+			obj, err := meta.Accessor(item)
+			if err != nil {
+				return nil, "", err
+			}
+			names = append(names, obj.GetName())
+		}
+		lm, err := meta.ListAccessor(l)
+		if err != nil {
+			return nil, "", err
+		}
+		return names, lm.GetContinue(), nil
+	}
 }
 
 // listPage lists one page of names and the continue token of the next.

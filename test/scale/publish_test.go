@@ -17,6 +17,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 )
 
@@ -301,5 +302,28 @@ func TestDeleteEach(t *testing.T) {
 				t.Errorf("deleted %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestPageOf(t *testing.T) {
+	kube := fake.NewClientset(
+		&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "ns"}},
+		&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns"}},
+		&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: "elsewhere"}},
+	)
+	pods := kube.CoreV1().Pods("ns")
+	names, next, err := pageOf(pods.List)(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, []string{"a", "b"}) || next != "" {
+		t.Errorf("names %v, continue %q; want [a b] of ns and no continue", names, next)
+	}
+	if err := deleteEach(context.Background(), "pods of ns", pageOf(pods.List), pods.Delete); err != nil {
+		t.Fatal(err)
+	}
+	if left, err := kube.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{}); err != nil || len(left.Items) != 1 || left.Items[0].Name != "other" {
+		t.Errorf("left %v (%v), want only elsewhere/other", left, err)
 	}
 }
