@@ -151,12 +151,8 @@ func TestSlicesCommand(t *testing.T) {
 // TestSlicesFromMockNode runs the whole path: a mock node tree, discovery, the model,
 // YAML. The disabled-port profile has a DOWN port, which must come out tainted.
 func TestSlicesFromMockNode(t *testing.T) {
-	profile, err := mocknode.Lookup("disabled-port")
-	if err != nil {
-		t.Fatal(err)
-	}
 	root := t.TempDir()
-	if err := profile.Node().Write(root, mocknode.WriteOptions{}); err != nil {
+	if err := mocknode.WriteProfile("disabled-port", root, mocknode.WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	out, err := runSlicesCommand(t, "", "--node", "worker-1", "--sysfs-root", filepath.Join(root, mocknode.SysDir))

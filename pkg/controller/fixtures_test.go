@@ -30,12 +30,8 @@ func profileInventory(t *testing.T, profile string) *discovery.Inventory {
 	if inv, ok := inventories[profile]; ok {
 		return inv
 	}
-	p, err := mocknode.Lookup(profile)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	if err := p.Node().Write(dir, mocknode.WriteOptions{}); err != nil {
+	if err := mocknode.WriteProfile(profile, dir, mocknode.WriteOptions{}); err != nil {
 		t.Fatalf("write profile %s: %v", profile, err)
 	}
 	inv, err := discovery.New(discovery.Options{SysfsRoot: filepath.Join(dir, mocknode.SysDir)}).Discover(context.Background())

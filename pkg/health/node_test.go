@@ -20,12 +20,8 @@ type testNode struct {
 
 func newTestNode(t testing.TB, profile string) *testNode {
 	t.Helper()
-	p, err := mocknode.Lookup(profile)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	if err := p.Node().Write(dir, mocknode.WriteOptions{}); err != nil {
+	if err := mocknode.WriteProfile(profile, dir, mocknode.WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	return &testNode{t: t, root: filepath.Join(dir, mocknode.SysDir)}

@@ -16,12 +16,8 @@ import (
 // mockNode writes profile and returns its sysfs root and inventory.
 func mockNode(t *testing.T, profile string) (string, *discovery.Inventory) {
 	t.Helper()
-	p, err := mocknode.Lookup(profile)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	if err := p.Node().Write(dir, mocknode.WriteOptions{}); err != nil {
+	if err := mocknode.WriteProfile(profile, dir, mocknode.WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	root := filepath.Join(dir, mocknode.SysDir)

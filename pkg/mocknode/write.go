@@ -27,6 +27,18 @@ type WriteOptions struct {
 	Overwrite bool
 }
 
+// WriteProfile writes the node of the named profile below dir, as Node.Write does.
+func WriteProfile(profile, dir string, opts WriteOptions) error {
+	p, err := Lookup(profile)
+	if err != nil {
+		return err
+	}
+	if err := p.Node().Write(dir, opts); err != nil {
+		return fmt.Errorf("write mock node %s: %w", profile, err)
+	}
+	return nil
+}
+
 // Write validates n and lays it out below dir: the sysfs tree in dir/sys and the list of
 // character devices in dir/chardevs. dir is created if missing; a non-empty dir is refused
 // unless opts.Overwrite is set.

@@ -103,12 +103,8 @@ func mockNode(t testing.TB, profile string) string {
 	if dir, ok := mockNodes.dirs[profile]; ok {
 		return dir
 	}
-	p, err := mocknode.Lookup(profile)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := filepath.Join(testRoot, profile)
-	if err := p.Node().Write(dir, mocknode.WriteOptions{}); err != nil {
+	if err := mocknode.WriteProfile(profile, dir, mocknode.WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	mockNodes.dirs[profile] = dir

@@ -53,15 +53,12 @@ func newLiveNode(t *testing.T, profile string, o liveOptions) *liveNode {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
-	p, err := mocknode.Lookup(profile)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	if err := p.Node().Write(dir, mocknode.WriteOptions{}); err != nil {
+	if err := mocknode.WriteProfile(profile, dir, mocknode.WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	n := &liveNode{t: t, ctx: ctx, root: filepath.Join(dir, mocknode.SysDir), clock: o.clock, sink: &lockedSink{next: o.sink}, metrics: metrics.NewPlugin()}
+	var err error
 	n.monitor, err = health.New(health.Options{SysfsRoot: n.root, PollInterval: o.poll, Clock: o.clock, Metrics: n.metrics})
 	if err != nil {
 		t.Fatal(err)

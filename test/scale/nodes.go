@@ -101,13 +101,9 @@ const catalogNode = "catalog"
 // ProfileInventory writes the mock node of profile below dir and discovers it, as the
 // plugin would on that node.
 func ProfileInventory(ctx context.Context, profile, dir string) (*discovery.Inventory, error) {
-	prof, err := mocknode.Lookup(profile)
-	if err != nil {
-		return nil, err
-	}
 	root := filepath.Join(dir, profile)
-	if err := prof.Node().Write(root, mocknode.WriteOptions{Overwrite: true}); err != nil {
-		return nil, fmt.Errorf("write mock node %s: %w", profile, err)
+	if err := mocknode.WriteProfile(profile, root, mocknode.WriteOptions{Overwrite: true}); err != nil {
+		return nil, err
 	}
 	inv, err := discovery.New(discovery.Options{SysfsRoot: filepath.Join(root, mocknode.SysDir)}).Discover(ctx)
 	if err != nil {

@@ -23,12 +23,8 @@ import (
 // planProfile writes a mock-node profile into a temporary directory and plans it.
 func planProfile(t *testing.T, profile string) *Plan {
 	t.Helper()
-	p, err := mocknode.Lookup(profile)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	if err := p.Node().Write(dir, mocknode.WriteOptions{}); err != nil {
+	if err := mocknode.WriteProfile(profile, dir, mocknode.WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	plan, err := PlanTree(context.Background(), filepath.Join(dir, "sys"))
