@@ -33,7 +33,7 @@ if [ -z "$engine" ]; then
 	for e in podman buildah docker; do
 		if command -v "$e" >/dev/null; then engine=$e; break; fi
 	done
-	[ -n "$engine" ] || { echo "image.sh: none of podman, buildah or docker is installed (or set ENGINE)" >&2; exit 1; }
+	[ -n "$engine" ] || { echo "image.sh: none of podman, buildah or docker is installed (or set ENGINE); on Debian or Ubuntu: apt-get install --no-install-recommends buildah" >&2; exit 1; }
 fi
 case $engine in podman | buildah | docker) ;; *) echo "image.sh: ENGINE=$engine: want podman, buildah or docker" >&2; exit 2 ;; esac
 

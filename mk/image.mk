@@ -35,6 +35,7 @@ push: ## push the image make image built: make push REGISTRY=... (the same VERSI
 
 .PHONY: image-test
 image-test: ## build the Containerfile with buildah (stand-in base and binaries, both platforms) and compare it with the engine-free image (root, buildah)
+	@command -v buildah >/dev/null || { echo "make image-test needs buildah: apt-get install --no-install-recommends buildah" >&2; exit 1; }
 	cd test && IMAGE_TEST_REQUIRE_ENGINE=1 $(GO) test -count=1 -v -run '^TestContainerfileBuild$$' ./cluster/driverimage/
 
 .PHONY: image-layout

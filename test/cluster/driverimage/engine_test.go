@@ -71,7 +71,7 @@ func requireBuildah(t *testing.T) string {
 		if os.Getenv("IMAGE_TEST_REQUIRE_ENGINE") == "1" {
 			t.Fatalf("IMAGE_TEST_REQUIRE_ENGINE=1 but %s", why)
 		}
-		t.Skip(why + ": the Containerfile is not built (apt-get install buildah; make image-test)")
+		t.Skip(why + ": the Containerfile is not built (apt-get install --no-install-recommends buildah; make image-test)")
 	}
 	buildah, err := exec.LookPath("buildah")
 	if err != nil {
