@@ -178,7 +178,7 @@ func TestMarshalKeepsNumbers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"kind":"RdmaConfig","apiVersion":"rdma.dra.io/v1alpha1","charDevices":"diagnostics","ncclEnv":true,"gidIndex":3,"memlock":"64Gi","network":{"mode":"none","ipam":"none","keepHostAddress":true,"socketInterface":false}}`
+	want := `{"kind":"RdmaConfig","apiVersion":"rdma.dra.io/v1alpha1","charDevices":"diagnostics","ncclEnv":true,"gidIndex":3,"memlock":"64Gi","network":{"mode":"none","ipam":"none","keepHostAddress":false,"socketInterface":false}}`
 	if string(out) != want {
 		t.Errorf("got  %s\nwant %s", out, want)
 	}

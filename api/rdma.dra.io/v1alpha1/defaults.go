@@ -96,6 +96,9 @@ func overlay(c, out *RdmaConfig) {
 	copyPtr(&out.Memlock, c.Memlock)
 	copyPtr(&out.AllowedCharDevices, c.AllowedCharDevices)
 	copyPtr(&out.MaxMemlock, c.MaxMemlock)
+	if c.AllowedNetwork != nil {
+		out.AllowedNetwork = c.AllowedNetwork.DeepCopy()
+	}
 	if c.Network != nil {
 		n := &NetworkConfig{}
 		if out.Network != nil && out.Network != c.Network {

@@ -18,7 +18,7 @@ func defaulted() *RdmaConfig {
 		Memlock:     ptr.To(MemlockUnset),
 		Network: &NetworkConfig{
 			Mode: ptr.To(NetworkModeNone), IPAM: ptr.To(IPAMNone),
-			KeepHostAddress: ptr.To(true), SocketInterface: ptr.To(false),
+			KeepHostAddress: ptr.To(false), SocketInterface: ptr.To(false),
 		},
 	}
 }

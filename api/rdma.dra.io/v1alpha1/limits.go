@@ -54,7 +54,20 @@ func (c *RdmaConfig) ValidateFor(fldPath *field.Path, source ConfigSource) field
 	if c.MaxMemlock != nil {
 		errs = append(errs, field.Forbidden(fldPath.Child("maxMemlock"), msg))
 	}
+	if c.AllowedNetwork != nil {
+		errs = append(errs, field.Forbidden(fldPath.Child("allowedNetwork"), msg))
+	}
+	if c.Network != nil && c.Network.KeepHostAddress != nil {
+		errs = append(errs, field.Forbidden(fldPath.Child("network", "keepHostAddress"),
+			"moves the node's own addresses into the pod: only a DeviceClass config may set it"))
+	}
 	return errs
+}
+
+// setsAdminField reports whether a claim config sets a field that only a class may set.
+func (c *RdmaConfig) setsAdminField() bool {
+	return c.AllowedCharDevices != nil || c.MaxMemlock != nil || c.AllowedNetwork != nil ||
+		(c.Network != nil && c.Network.KeepHostAddress != nil)
 }
 
 // validateLimits checks the limit fields' values and, within one config, that the
@@ -66,6 +79,9 @@ func (c *RdmaConfig) validateLimits(fldPath *field.Path) field.ErrorList {
 	}
 	if c.MaxMemlock != nil {
 		errs = append(errs, validateMemlock(fldPath.Child("maxMemlock"), *c.MaxMemlock)...)
+	}
+	if c.AllowedNetwork != nil {
+		errs = append(errs, c.AllowedNetwork.validate(fldPath.Child("allowedNetwork"))...)
 	}
 	if len(errs) > 0 {
 		return errs
@@ -130,8 +146,8 @@ func DefaultCharDevices(shared bool) CharDeviceSet {
 func Resolve(shared bool, class, claim []*RdmaConfig) (*RdmaConfig, error) {
 	limits := mergedLimits(class)
 	for _, c := range claim {
-		if c != nil && (c.AllowedCharDevices != nil || c.MaxMemlock != nil) {
-			return nil, fmt.Errorf("a claim config sets an admin limit (allowedCharDevices, maxMemlock), which only a DeviceClass config may set")
+		if c != nil && c.setsAdminField() {
+			return nil, fmt.Errorf("a claim config sets an admin field (allowedCharDevices, maxMemlock, allowedNetwork, network.keepHostAddress), which only a DeviceClass config may set")
 		}
 	}
 	out := Merge(append(slices.Clone(class), claim...)...)
@@ -142,7 +158,10 @@ func Resolve(shared bool, class, claim []*RdmaConfig) (*RdmaConfig, error) {
 		}
 		out.CharDevices = &def
 	}
-	if errs := out.exceeded(nil, limits); len(errs) > 0 {
+	errs := out.exceeded(nil, limits)
+	// The network fields the claims set (not the class's own) must fit its policy.
+	errs = append(errs, PolicyOf(class).exceededNetwork(field.NewPath("network"), mergedLimits(claim).Network)...)
+	if len(errs) > 0 {
 		return nil, errs.ToAggregate()
 	}
 	return out, nil
@@ -152,7 +171,8 @@ func Resolve(shared bool, class, claim []*RdmaConfig) (*RdmaConfig, error) {
 // the class configs set (merged in order, like Merge), at fldPath. The webhook calls it;
 // Resolve applies the same rule at prepare.
 func ExceedsLimits(fldPath *field.Path, cfg *RdmaConfig, class []*RdmaConfig) field.ErrorList {
-	return cfg.exceeded(fldPath, mergedLimits(class))
+	errs := cfg.exceeded(fldPath, mergedLimits(class))
+	return append(errs, PolicyOf(class).exceededNetwork(fldPath.Child("network"), cfg.Network)...)
 }
 
 // mergedLimits overlays the class configs; only the limit fields of the result are read.

@@ -37,7 +37,9 @@ type NetworkConfig struct {
 	// Routes are added in the pod through its interface.
 	Routes []RouteConfig `json:"routes,omitempty"`
 	// KeepHostAddress (move mode) moves the host's addresses and routes of the netdev
-	// into the pod with it; they come back to the host at teardown. Default true.
+	// into the pod with it; they come back to the host at teardown. It hands the pod an
+	// address of the node, so it is the admin's alone: only a DeviceClass config may set
+	// it. Default false.
 	KeepHostAddress *bool `json:"keepHostAddress,omitempty"`
 	// SocketInterface sets NCCL_SOCKET_IFNAME to the pod's interface, so that NCCL's
 	// bootstrap also uses it. Default false.
@@ -121,7 +123,7 @@ func (n *NetworkConfig) setDefaults() {
 		n.IPAM = &v
 	}
 	if n.KeepHostAddress == nil {
-		v := true
+		v := false
 		n.KeepHostAddress = &v
 	}
 	if n.SocketInterface == nil {

@@ -86,7 +86,7 @@ func TestNetworkMerge(t *testing.T) {
 		Addresses: []string{"192.168.77.11/24"}, IPAM: ptr.To(IPAMNode),
 		// An empty list in the claim replaces the class's list.
 		Routes:          []RouteConfig{},
-		KeepHostAddress: ptr.To(true), SocketInterface: ptr.To(false),
+		KeepHostAddress: ptr.To(false), SocketInterface: ptr.To(false),
 	}
 	if diff := cmp.Diff(want, got.Network); diff != "" {
 		t.Errorf("merged network (-want +got):\n%s", diff)

@@ -54,6 +54,12 @@ type RdmaConfig struct {
 	// for: unset (claims may not raise the limit), a number of bytes, or unlimited (no
 	// limit, the default). Only a DeviceClass config may set it.
 	MaxMemlock *MemlockPolicy `json:"maxMemlock,omitempty"`
+	// AllowedNetwork is an admin limit: what the network section of a claim of the class
+	// may ask for (modes, address pools, static addresses, routes, interface name, MTU,
+	// P_Keys); see NetworkPolicy. Only a DeviceClass config may set it. Default: a claim
+	// may attach nothing beyond the class's own network.mode and set no other network
+	// field.
+	AllowedNetwork *NetworkPolicy `json:"allowedNetwork,omitempty"`
 	// Network attaches the port's network into the pod's network namespace (RoCE and
 	// IPoIB in ordinary pods); see NetworkConfig. Default: nothing is attached.
 	Network *NetworkConfig `json:"network,omitempty"`
