@@ -35,12 +35,15 @@ type AddressPool struct {
 	// Subnet is the prefix of the pod interfaces, e.g. 192.168.77.0/24; pod addresses
 	// get its prefix length.
 	Subnet string `json:"subnet"`
-	// RangeStart and RangeEnd bound the addresses handed out (inclusive); default the
-	// first and the last host address of Subnet.
+	// RangeStart and RangeEnd bound the addresses handed out (inclusive). RangeStart
+	// defaults to the second host address of Subnet, since the first is by convention
+	// the segment's gateway; an explicit RangeStart (the first host address too) is
+	// honoured. RangeEnd defaults to the last host address.
 	RangeStart string `json:"rangeStart,omitempty"`
 	RangeEnd   string `json:"rangeEnd,omitempty"`
-	// Exclude lists addresses inside the range that are never handed out, such as the
-	// host's own address on the port's netdev or a gateway.
+	// Exclude lists addresses inside the range that are never handed out, such as a
+	// gateway or another host's address. The node's own addresses need not be listed:
+	// the allocator is told them at allocation time (ipam.Allocate).
 	Exclude []string `json:"exclude,omitempty"`
 }
 
@@ -131,6 +134,11 @@ func (a *AddressPool) parse(fldPath *field.Path, index int) (Range, field.ErrorL
 	r.Subnet = subnet
 	first, last := hostBounds(subnet)
 	r.Start, r.End = first, last
+	if first != last {
+		// The first host address is the gateway on most segments: a pod that took it
+		// would answer for the router. Only an explicit rangeStart hands it out.
+		r.Start = first.Next()
+	}
 	parseIn := func(s, name string) (netip.Addr, bool) {
 		addr, err := netip.ParseAddr(s)
 		if err != nil || !subnet.Contains(addr) {

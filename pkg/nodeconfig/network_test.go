@@ -75,3 +75,39 @@ network:
 func indent(s string) string {
 	return "  " + strings.ReplaceAll(s, "\n", "\n  ") + "\n"
 }
+
+// TestDefaultRangeSkipsGateway: without rangeStart a pool starts at the subnet's second
+// host address, since the first is by convention the segment's gateway; an explicit
+// rangeStart, the first host address included, is honoured.
+func TestDefaultRangeSkipsGateway(t *testing.T) {
+	tests := []struct {
+		name       string
+		pool       string
+		start, end string
+	}{
+		{"ipv4 /24", "{subnet: 192.168.77.0/24}", "192.168.77.2", "192.168.77.254"},
+		{"ipv4 /30", "{subnet: 192.168.77.0/30}", "192.168.77.2", "192.168.77.2"},
+		{"ipv4 /31 point to point", "{subnet: 192.168.77.0/31}", "192.168.77.1", "192.168.77.1"},
+		{"ipv4 /32", "{subnet: 192.168.77.7/32}", "192.168.77.7", "192.168.77.7"},
+		{"ipv6 /64", "{subnet: 'fd00:77::/64'}", "fd00:77::2", "fd00:77::1:1"},
+		{"ipv6 /127", "{subnet: 'fd00:77::/127'}", "fd00:77::1", "fd00:77::1"},
+		{"explicit first host address", "{subnet: 192.168.77.0/24, rangeStart: 192.168.77.1}", "192.168.77.1", "192.168.77.254"},
+		{"explicit end only", "{subnet: 192.168.77.0/24, rangeEnd: 192.168.77.9}", "192.168.77.2", "192.168.77.9"},
+	}
+	port := &discovery.Port{IBDev: "mlx5_8", Port: 1, LinkLayer: discovery.LinkLayerEthernet}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := Parse([]byte("network:\n  addressPools:\n" + indent("- "+tc.pool)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, ok := cfg.PoolFor("node-a", port)
+			if !ok {
+				t.Fatal("no pool for the port")
+			}
+			if got, want := r.Start.String()+" to "+r.End.String(), tc.start+" to "+tc.end; got != want {
+				t.Errorf("range %s, want %s", got, want)
+			}
+		})
+	}
+}
