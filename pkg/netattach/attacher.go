@@ -20,7 +20,9 @@ var ErrNamespaceGone = errors.New("network namespace is gone")
 var ErrNameTaken = errors.New("interface name already taken in the pod")
 
 // ErrHostNamespace is wrapped by Attach when the pod's namespace is the host's own
-// (a hostNetwork pod): there is nothing to attach into.
+// (a hostNetwork pod): there is nothing to attach into; and by Detach when a State
+// names the host's namespace as the pod's (Attach never writes one): nothing in it is
+// the attachment's to undo.
 var ErrHostNamespace = errors.New("pod shares the host network namespace")
 
 const defaultReturnTimeout = 5 * time.Second
@@ -173,7 +175,8 @@ func (r *run) attach() error {
 // moved, restoring the host netdev's name, MTU, addresses, routes and up state. It is
 // idempotent and works from any Phase, also when the pod's namespace is gone. It saves
 // the State (PhaseDetaching) before changing anything; after it returns nil the caller
-// forgets the State.
+// forgets the State. It refuses (ErrHostNamespace) a State whose pod namespace is the
+// host's, before it changes anything.
 func (a *Attacher) Detach(ctx context.Context, st State, save Journal) error {
 	logger := klog.FromContext(ctx).WithValues("podUID", st.Target.PodUID, "mode", st.Spec.Mode,
 		"hostNetdev", st.Spec.HostNetdev, "podIfName", st.Spec.PodIfName)
@@ -212,6 +215,11 @@ func (r *run) detach() error {
 			defer closeNS(r.log, pod)
 			r.pod = pod
 		}
+	}
+	if r.pod != nil && r.pod.ID() == r.host.ID() {
+		// Attach refuses such a namespace, so the State is damaged or foreign: "undoing"
+		// it would take the host's own netdevs down, rename, delete or move them.
+		return fmt.Errorf("refuse to detach: pod network namespace %s is the host's: %w", r.st.Target.NetnsPath, ErrHostNamespace)
 	}
 	if r.st.RDMAMoved {
 		podFD := -1

@@ -228,3 +228,14 @@ func (w *fakeWorld) addAddr(l *fakeLink, p string) {
 		l.addPrefixRoute(netip.MustParsePrefix(p))
 	}
 }
+
+// addChild adds an upper device of lower (a VLAN, macvlan or ipvlan: the kernel reports
+// the lower as the child's IFLA_LINK) directly, for fixtures.
+func (w *fakeWorld) addChild(ns int, kind, name, mac, lower string) *fakeLink {
+	l := w.addLink(ns, kind, name, mac, 1500, true, "")
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	p := w.byName(ns, lower)
+	l.attrs.ParentIndex, l.attrs.MTU = p.attrs.Index, p.attrs.MTU
+	return l
+}
