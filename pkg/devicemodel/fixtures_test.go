@@ -37,12 +37,14 @@ func rocePort(ibdev string, port int) discovery.Port {
 	return p
 }
 
-// manyPorts is n IB ports on n/2 dual-port devices.
+// manyPorts is n IB ports, each its own RDMA device and PCI function, as on every mlx5
+// adapter (and every node of the e2e suite and the scale runs): the layouts the tests
+// expect are those of single-port RDMA devices. multiPortDevice makes the other kind.
 func manyPorts(n int) []discovery.Port {
 	ports := make([]discovery.Port, 0, n)
 	for i := range n {
-		p := ibPort(fmt.Sprintf("mlx5_%02d", i/2), i%2+1)
-		p.PCIBusID = fmt.Sprintf("0000:%02x:00.%d", i/2+1, i%2)
+		p := ibPort(fmt.Sprintf("mlx5_%02d", i), 1)
+		p.PCIBusID = fmt.Sprintf("0000:%02x:00.0", i+1)
 		ports = append(ports, p)
 	}
 	return ports

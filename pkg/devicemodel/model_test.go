@@ -269,7 +269,7 @@ func TestBuildCases(t *testing.T) {
 			ports:  manyPorts(2),
 			opts:   Options{Config: nodeconfig.Config{Modes: nodeconfig.ModesShared, Shares: 4}},
 			layout: []string{"d2"},
-			names:  []string{"mlx5-00-p1-shared", "mlx5-00-p2-shared"},
+			names:  []string{"mlx5-00-p1-shared", "mlx5-01-p1-shared"},
 			check: func(t *testing.T, res *Result) {
 				c := device(t, res, "mlx5-00-p1-shared").Capacity[SharesCapacity]
 				if c.Value.Value() != 4 || c.RequestPolicy.ValidRange.Max.Value() != 4 {
@@ -294,7 +294,7 @@ func TestBuildCases(t *testing.T) {
 			ports:  manyPorts(2),
 			opts:   Options{Legacy: true, Config: nodeconfig.Config{Legacy: nodeconfig.LegacyConfig{Shares: 3}}},
 			layout: []string{"d6"},
-			names:  []string{"mlx5-00-p1-s0", "mlx5-00-p1-s1", "mlx5-00-p1-s2", "mlx5-00-p2-s0", "mlx5-00-p2-s1", "mlx5-00-p2-s2"},
+			names:  []string{"mlx5-00-p1-s0", "mlx5-00-p1-s1", "mlx5-00-p1-s2", "mlx5-01-p1-s0", "mlx5-01-p1-s1", "mlx5-01-p1-s2"},
 			check: func(t *testing.T, res *Result) {
 				for _, n := range deviceNames(res) {
 					d := device(t, res, n)
@@ -302,9 +302,9 @@ func TestBuildCases(t *testing.T) {
 						t.Errorf("%s uses features the legacy model must not: %+v", n, d)
 					}
 				}
-				want := Device{Name: "mlx5-00-p2-s2", Port: manyPorts(2)[1], Mode: ModeShared, MaxShares: 1, ShareIndex: 2, PortKey: "mlx5-00-p2",
-					Attributes: device(t, res, "mlx5-00-p2-s2").Attributes}
-				if diff := cmp.Diff(want, res.Devices["mlx5-00-p2-s2"]); diff != "" {
+				want := Device{Name: "mlx5-01-p1-s2", Port: manyPorts(2)[1], Mode: ModeShared, MaxShares: 1, ShareIndex: 2, PortKey: "mlx5-01-p1",
+					Attributes: device(t, res, "mlx5-01-p1-s2").Attributes}
+				if diff := cmp.Diff(want, res.Devices["mlx5-01-p1-s2"]); diff != "" {
 					t.Errorf("Result.Devices (-want +got):\n%s", diff)
 				}
 			},
@@ -314,7 +314,7 @@ func TestBuildCases(t *testing.T) {
 			ports:  manyPorts(2),
 			opts:   Options{Legacy: true, Config: nodeconfig.Config{Legacy: nodeconfig.LegacyConfig{Mode: nodeconfig.LegacyModeExclusive}}},
 			layout: []string{"d2"},
-			names:  []string{"mlx5-00-p1", "mlx5-00-p2"},
+			names:  []string{"mlx5-00-p1", "mlx5-01-p1"},
 		},
 		{
 			name:   "legacy: 128 devices per slice, whole ports only",
