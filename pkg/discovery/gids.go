@@ -105,3 +105,33 @@ func GIDIndexReason(p *Port) string {
 	}
 	return "no usable GID"
 }
+
+// FreeGIDEntries counts the free entries of the GID table of port of ibdev below the
+// sysfs root: those whose gids/<i> reads as all zeros. The kernel adds entries for every
+// address of a netdev on the port, upper devices (macvlan, ipvlan) included, and the
+// table's size is fixed by the adapter, so a caller about to add addresses checks here
+// that their entries fit. An entry that cannot be read or parsed counts as used.
+func FreeGIDEntries(root, ibdev string, port int) (int, error) {
+	if _, err := sysfs.ParseDeviceName(ibdev); err != nil {
+		return 0, fmt.Errorf("count free GID entries: %w", err)
+	}
+	if port < 1 {
+		return 0, fmt.Errorf("count free GID entries of %s: port %d out of range", ibdev, port)
+	}
+	f, err := sysfs.Open(root) // a new FS per count: FS caches listings
+	if err != nil {
+		return 0, fmt.Errorf("count free GID entries: %w", err)
+	}
+	dir := "class/infiniband/" + ibdev + "/ports/" + strconv.Itoa(port) + "/gids"
+	names, err := f.ReadDirNames(dir)
+	if err != nil {
+		return 0, fmt.Errorf("count free GID entries of %s port %d: %w", ibdev, port, err)
+	}
+	free := 0
+	for _, nb := range numberedNames(names, "") {
+		if gid, err := sysfs.Read(f, dir+"/"+nb.name, sysfs.ParseGID); err == nil && gid.IsZero() {
+			free++
+		}
+	}
+	return free, nil
+}
