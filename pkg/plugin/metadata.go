@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"sync/atomic"
 
+	"golang.org/x/sys/unix"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -257,8 +259,16 @@ type MetadataFiles struct {
 // metadataSubDir is the helper's directory for metadata files in the plugin data directory.
 const metadataSubDir = "dra-device-metadata"
 
+// metadataFileName is the helper's name of a request's metadata file, in a directory of
+// the request's name in the claim's directory.
+const metadataFileName = "metadata.json"
+
 // removeClaim removes the metadata files of claim uid; namespace and name may be empty
 // when unknown (a CDI spec without a checkpoint entry), and then only its CDI specs go.
+// The CDI specs are named by the claim's UID; the directory is named by its namespace
+// and name, which a newer claim of the same name shares (deleted and created again,
+// maybe being prepared right now), so only the files that record uid go from it
+// (removeClaimDir).
 func (m *MetadataFiles) removeClaim(uid, namespace, name string) error {
 	if m == nil {
 		return nil
@@ -274,7 +284,7 @@ func (m *MetadataFiles) removeClaim(uid, namespace, name string) error {
 		dir := filepath.Join(m.DataDir, metadataSubDir, namespace+"_"+name)
 		if filepath.Dir(dir) != filepath.Join(m.DataDir, metadataSubDir) {
 			errs = append(errs, fmt.Errorf("claim %s/%s: not a valid name for a metadata directory", namespace, name))
-		} else if err := os.RemoveAll(dir); err != nil {
+		} else if err := removeClaimDir(dir, uid); err != nil {
 			errs = append(errs, fmt.Errorf("remove device metadata %s: %w", dir, err))
 		}
 	}
@@ -309,4 +319,112 @@ func (m *MetadataFiles) removeSpecs(pattern string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// removeClaimDir removes from dir, the metadata directory of a claim's namespace and
+// name, the request files that record claim uid, and each request directory and dir
+// itself once they are empty. Files of another claim and anything unexpected stay.
+func removeClaimDir(dir, uid string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		reqDir := filepath.Join(dir, e.Name())
+		if err := removeOwnFile(filepath.Join(reqDir, metadataFileName), uid); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := removeIfEmpty(reqDir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := removeIfEmpty(dir); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// removeOwnFile removes the metadata file at path if it records claim uid. The file is
+// renamed aside first and checked there, so that the file checked is the file removed:
+// a newer claim's file written meanwhile lands at path and is not touched, and a newer
+// claim's file that was renamed aside goes back (settleAside).
+func removeOwnFile(path, uid string) error {
+	aside := filepath.Join(filepath.Dir(path), atomicfile.TempPrefix(metadataFileName)+"cleanup")
+	// What a cleanup interrupted between the two steps left aside, first.
+	if err := settleAside(aside, path, uid); err != nil {
+		return err
+	}
+	if err := os.Rename(path, aside); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("move %s aside: %w", path, err)
+	}
+	return settleAside(aside, path, uid)
+}
+
+// settleAside removes the file renamed aside when it records claim uid, and otherwise
+// puts it back at path, unless a newer file is there by now (a hard link does not
+// replace, unlike a rename). A file whose claim cannot be read is kept, with the error.
+func settleAside(aside, path, uid string) error {
+	owner, err := recordedClaimUID(aside)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err == nil && owner == uid {
+		if err := os.Remove(aside); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove %s: %w", path, err)
+		}
+		return nil
+	}
+	if lerr := os.Link(aside, path); lerr != nil && !errors.Is(lerr, fs.ErrExist) {
+		return errors.Join(err, fmt.Errorf("put back %s: %w", path, lerr))
+	}
+	if rerr := os.Remove(aside); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+		return errors.Join(err, fmt.Errorf("put back %s: %w", path, rerr))
+	}
+	if err != nil {
+		return fmt.Errorf("keep %s: %w", path, err)
+	}
+	return nil
+}
+
+// removeIfEmpty removes the directory dir unless something is in it (a newer claim's
+// files, or a file being written).
+func removeIfEmpty(dir string) error {
+	err := os.Remove(dir)
+	if err == nil || errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST) {
+		return nil
+	}
+	return fmt.Errorf("remove %s: %w", dir, err)
+}
+
+// recordedClaimUID returns the UID of the claim whose metadata the file at path holds:
+// the first object of the stream (one per API version, all of the same claim).
+func recordedClaimUID(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = f.Close() }()
+	var obj struct {
+		Metadata struct {
+			UID string `json:"uid"`
+		} `json:"metadata"`
+	}
+	if err := json.NewDecoder(f).Decode(&obj); err != nil {
+		return "", fmt.Errorf("decode %s: %w", path, err)
+	}
+	if obj.Metadata.UID == "" {
+		return "", fmt.Errorf("decode %s: no claim UID", path)
+	}
+	return obj.Metadata.UID, nil
 }
