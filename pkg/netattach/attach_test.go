@@ -320,6 +320,23 @@ func TestAttachRefusals(t *testing.T) {
 		spec: Spec{Mode: ModeMove, HostNetdev: "ens1f0np0", PodIfName: "net1"},
 		want: ErrPrimaryInterface, text: "bond0 has the node IP 10.3.0.5",
 	}, {
+		name: "move of a port whose macvlan has the node IP",
+		setup: func(f *fixture) {
+			f.w.addAddr(f.w.addChild(rootFD, "macvlan", "mv0", "02:00:00:00:00:0c", roceNetdev), "10.1.0.77/24")
+			f.a.nodeIPs = append(f.a.nodeIPs, netip.MustParseAddr("10.1.0.77"))
+		},
+		spec: Spec{Mode: ModeMove, HostNetdev: roceNetdev, PodIfName: "net1"},
+		want: ErrPrimaryInterface, text: "mv0 has the node IP 10.1.0.77",
+	}, {
+		name:  "move of a port with a VLAN on it",
+		setup: func(f *fixture) { f.w.addChild(rootFD, "vlan", "vlan100", roceMAC, roceNetdev) },
+		spec:  Spec{Mode: ModeMove, HostNetdev: roceNetdev, PodIfName: "net1"},
+		want:  ErrUpperDevice, text: "vlan100 (vlan)",
+	}, {
+		name: "move of a bond slave",
+		spec: Spec{Mode: ModeMove, HostNetdev: "ens1f1np1", PodIfName: "net1"},
+		want: ErrUpperDevice, text: "bond0 (bond)",
+	}, {
 		name: "move of a bond: the kernel keeps bonds in their namespace",
 		spec: Spec{Mode: ModeMove, HostNetdev: "bond0", PodIfName: "net1"},
 		want: ErrBondNotMovable, text: "move bond0",

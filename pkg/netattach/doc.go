@@ -14,7 +14,9 @@
 //   - move: the netdev itself (a physical port; not a bond, which the kernel keeps in
 //     its namespace: ErrBondNotMovable) is snapshotted (name, MAC, type, MTU, up, permanent
 //     addresses, the routes not made by the kernel or router advertisements), refused if
-//     it carries the node's traffic (CheckNotPrimary), brought down, renamed to the
+//     it carries the node's traffic, itself or through a device stacked on it
+//     (CheckNotPrimary), or if anything is stacked on it in the host at all (a master,
+//     VLAN, macvlan, ipvlan: CheckNoUppers), brought down, renamed to the
 //     temporary name in the host, moved, renamed to the pod name and configured; with
 //     KeepHostAddress its addresses and routes are added in the pod. Detach moves it
 //     back and restores the snapshot exactly (routes with their protocol, metric, table
@@ -53,12 +55,14 @@
 // of the port; move with the host's IPv4 and IPv6 addresses and routes taken into the pod
 // and restored exactly (protocol and metric included); a crash at every journal save of macvlan and move converging by Detach; the
 // pod namespace deleted before Detach (macvlan); the refusal of the netdev with the
-// default route; and BenchmarkAttachDetachMacvlan.
+// default route, and of a port with a macvlan (with and without a node IP) or a bridge
+// master on it; and BenchmarkAttachDetachMacvlan.
 //
 // Only with the fake netlink world (fake_test.go, an in-memory model of the kernel's rules
 // that matter here): ipvlan, the IPoIB child and its P_Key, bonds (a macvlan on a bond,
 // the up-front refusal to move a bond, which the kernel would refuse too because bonds
-// are netns_immutable, CheckNotPrimary through bond master and slaves),
+// are netns_immutable, CheckNotPrimary through bond master and slaves and through
+// VLANs, macvlans and ipvlans stacked on them, CheckNoUppers),
 // a moved physical netdev coming back from a dead pod namespace (renamed devN, late, or
 // not in time), the exclusive-mode RDMA device move (against EmulatedKernel), and a
 // failure of every netlink operation of Attach and Detach.

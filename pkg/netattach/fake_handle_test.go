@@ -56,6 +56,10 @@ func (h *fakeHandle) object(l *fakeLink) netlink.Link {
 		return &netlink.IPVlan{LinkAttrs: a, Mode: netlink.IPVLAN_MODE_L2}
 	case "ipoib":
 		return &netlink.IPoIB{LinkAttrs: a, Pkey: l.pkey}
+	case "vlan":
+		return &netlink.Vlan{LinkAttrs: a}
+	case "bridge":
+		return &netlink.Bridge{LinkAttrs: a}
 	}
 	return &netlink.Device{LinkAttrs: a}
 }
@@ -117,7 +121,7 @@ func (h *fakeHandle) LinkAdd(link netlink.Link) error {
 	if parent == nil || parent.ns != h.ns {
 		return fmt.Errorf("parent %d: %w", a.ParentIndex, syscall.EINVAL)
 	}
-	l := &fakeLink{ns: dest, kind: link.Type(), attrs: netlink.LinkAttrs{Name: a.Name, Index: h.w.nextIndex, ParentIndex: parent.attrs.Index, MTU: a.MTU}}
+	l := &fakeLink{ns: dest, kind: link.Type(), attrs: netlink.LinkAttrs{Name: a.Name, Index: h.w.nextIndex, ParentIndex: parent.attrs.Index, MTU: a.MTU, NetNsID: -1}}
 	h.w.nextIndex++
 	switch l.kind {
 	case "macvlan", "ipvlan":

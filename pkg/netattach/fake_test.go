@@ -73,7 +73,9 @@ func (w *fakeWorld) addLink(ns int, kind, name, mac string, mtu int, up bool, ma
 	if err != nil && kind != "ipoib" {
 		panic(err)
 	}
-	l := &fakeLink{ns: ns, kind: kind, attrs: netlink.LinkAttrs{Name: name, Index: w.nextIndex, HardwareAddr: hw, MTU: mtu}}
+	// NetNsID -1: the kernel sends IFLA_LINK_NETNSID only for a link whose IFLA_LINK
+	// is in another namespace (a veth's peer, a child of a foreign parent).
+	l := &fakeLink{ns: ns, kind: kind, attrs: netlink.LinkAttrs{Name: name, Index: w.nextIndex, HardwareAddr: hw, MTU: mtu, NetNsID: -1}}
 	if kind == "ipoib" {
 		l.attrs.HardwareAddr = ipoibAddr(uint64(w.nextIndex))
 	}

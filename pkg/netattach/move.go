@@ -86,6 +86,9 @@ func (r *run) attachMove() error {
 		// the bond was already taken down.
 		return fmt.Errorf("move %s: %w", spec.HostNetdev, ErrBondNotMovable)
 	}
+	if err := CheckNoUppers(hnl, spec.HostNetdev); err != nil {
+		return err
+	}
 	if r.st.Host, err = snapshot(hnl, l); err != nil {
 		return err
 	}
