@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
+	apiresource "k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
@@ -146,6 +147,61 @@ func checkInvariants(t *testing.T, res *Result) {
 			t.Errorf("issue %d is incomplete: %+v", i, is)
 		}
 	}
+	checkExclusive(t, res, counterSets)
+}
+
+// checkExclusive asserts that exclusive means exclusive for the scheduler: the ports of
+// one RDMA device share its uverbs character device, so no device of the RDMA device may
+// be allocated to another claim while an exclusive one is (whatever the port), and
+// shared devices, of one port or of several, may all be allocated at once.
+func checkExclusive(t *testing.T, res *Result, counterSets map[string]resourceapi.CounterSet) {
+	t.Helper()
+	byIBDev := map[string][]resourceapi.Device{}
+	for _, s := range res.Resources.Pools[res.PoolName].Slices {
+		for _, d := range s.Devices {
+			ibdev := res.Devices[d.Name].Port.IBDev
+			byIBDev[ibdev] = append(byIBDev[ibdev], d)
+		}
+	}
+	for _, ibdev := range sortedKeys(byIBDev) {
+		devs := byIBDev[ibdev]
+		for i, a := range devs {
+			if !coAllocatable(counterSets, a) {
+				t.Errorf("%s: device %s alone consumes more than its counter sets hold", ibdev, a.Name)
+			}
+			for _, b := range devs[i+1:] {
+				exclusive := res.Devices[a.Name].Mode == ModeExclusive || res.Devices[b.Name].Mode == ModeExclusive
+				if got := coAllocatable(counterSets, a, b); got == exclusive {
+					t.Errorf("%s: devices %s and %s can be allocated to two claims at once: %v, want %v", ibdev, a.Name, b.Name, got, !exclusive)
+				}
+			}
+		}
+	}
+}
+
+// coAllocatable says whether the allocator can hand out all of devs, each to another
+// claim, going by the counters they consume: it charges every allocated device's
+// consumption once (a multi-allocatable device once however many shares are out) and
+// admits no counter above its counter set's value (k8s.io/dynamic-resource-allocation
+// structured, checkAvailableCounters).
+func coAllocatable(counterSets map[string]resourceapi.CounterSet, devs ...resourceapi.Device) bool {
+	type key struct{ set, counter string }
+	consumed := map[key]apiresource.Quantity{}
+	for _, d := range devs {
+		for _, c := range d.ConsumesCounters {
+			for name, v := range c.Counters {
+				q := consumed[key{c.CounterSet, name}]
+				q.Add(v.Value)
+				consumed[key{c.CounterSet, name}] = q
+			}
+		}
+	}
+	for k, q := range consumed {
+		if q.Cmp(counterSets[k.set].Counters[k.counter].Value) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // deviceNames lists the devices of all slices in publication order.

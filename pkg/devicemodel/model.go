@@ -48,8 +48,10 @@ const (
 	ModeShared    Mode = "shared"
 )
 
-// Counter is the one counter of a port's counter set: both devices of the port consume
-// all of it, so at most one of them is allocated at a time.
+// Counter is the one counter of a counter set. The set of a single-port RDMA device
+// holds 1 and both devices of the port consume all of it, so at most one of them is
+// allocated at a time. The set of an RDMA device with n published ports holds n: an
+// exclusive device consumes all n, a shared device 1 (see buildRDMADevice).
 const Counter = "hca"
 
 // NotActiveTaintKey is the taint of both devices of a port that is not ACTIVE; its
@@ -152,22 +154,26 @@ func Build(inv *discovery.Inventory, opts Options) (*Result, error) {
 	// Discovery keeps ports sorted; sorting again makes the output independent of that.
 	slices.SortStableFunc(ports, discovery.ComparePorts)
 
-	usedNames := make(map[string]string) // device or counter set name -> ibdev:port
+	ports = slices.DeleteFunc(ports, func(p discovery.Port) bool { return !opts.Config.Selects(&p) })
+
+	usedNames := make(map[string]string) // device or counter set name -> its port or RDMA device
 	var groups []portGroup
-	for i := range ports {
-		p := &ports[i]
-		if !opts.Config.Selects(p) {
-			continue
+	// The ports of one RDMA device are adjacent in sorted order, and they are built
+	// together: they share the device's uverbs node, so exclusive is decided per device.
+	for rest := ports; len(rest) > 0; {
+		n := 1
+		for n < len(rest) && rest[n].IBDev == rest[0].IBDev {
+			n++
 		}
-		g, issue := buildPort(p, inv.NetnsMode, opts, usedNames)
-		res.Issues = append(res.Issues, issue...)
-		if g == nil {
-			continue
+		gs, issues := buildRDMADevice(rest[:n], inv.NetnsMode, opts, usedNames)
+		rest = rest[n:]
+		res.Issues = append(res.Issues, issues...)
+		for _, g := range gs {
+			for _, d := range g.devices {
+				res.Devices[d.Name] = g.meta[d.Name]
+			}
 		}
-		for _, d := range g.devices {
-			res.Devices[d.Name] = g.meta[d.Name]
-		}
-		groups = append(groups, *g)
+		groups = append(groups, gs...)
 	}
 
 	res.Resources = resourceslice.DriverResources{
@@ -217,39 +223,13 @@ func validatePoolName(name string) error {
 	return nil
 }
 
-// portGroup is the devices of one port and, in the default model with both modes, its
-// counter set. A group is never split across slices.
+// portGroup is the devices of one port and the counter set they consume, if it is not
+// published yet: the counter set of an RDMA device goes with its first port. A group is
+// never split across slices.
 type portGroup struct {
 	devices    []resourceapi.Device
 	counterSet *resourceapi.CounterSet
 	meta       map[string]Device
-}
-
-// buildPort makes the devices of one port, or reports why it cannot.
-func buildPort(p *discovery.Port, netns discovery.NetnsMode, opts Options, usedNames map[string]string) (*portGroup, []Issue) {
-	cfg := portConfig(opts.Config, netns)
-	key := DeviceName(p.IBDev, p.Port)
-	plans := planDevices(key, cfg, opts.Legacy)
-	if err := reserveNames(key, plans, fmt.Sprintf("%s port %d", p.IBDev, p.Port), usedNames); err != nil {
-		return nil, []Issue{{IBDev: p.IBDev, Port: p.Port, Reason: err.Error()}}
-	}
-	attrsByMode, issues := modeAttributes(p, netns, opts.DriverName)
-	taints := portTaints(p)
-
-	useCounters := !opts.Legacy && cfg.Modes == nodeconfig.ModesBoth
-	g := &portGroup{meta: make(map[string]Device, len(plans))}
-	if useCounters {
-		g.counterSet = &resourceapi.CounterSet{
-			Name:     key,
-			Counters: map[string]resourceapi.Counter{Counter: {Value: apiresource.MustParse("1")}},
-		}
-	}
-	for _, pl := range plans {
-		g.devices = append(g.devices, newDevice(pl, key, attrsByMode[pl.mode], taints, useCounters, opts.Legacy))
-		g.meta[pl.name] = Device{Name: pl.name, Port: *p, Mode: pl.mode, MaxShares: pl.maxShares, ShareIndex: pl.shareIndex, PortKey: key,
-			Attributes: attrsByMode[pl.mode]}
-	}
-	return g, issues
 }
 
 // portConfig is the node configuration as it applies to the ports of a node in netns mode.
@@ -295,16 +275,21 @@ func planDevices(key string, cfg nodeconfig.Config, legacy bool) []devicePlan {
 	return plans
 }
 
-// reserveNames checks the names of the planned devices and the port key, which names the
-// counter set and must be unique too, and records them in usedNames for portID. It
-// records nothing when one name is invalid or taken.
-func reserveNames(key string, plans []devicePlan, portID string, usedNames map[string]string) error {
+// planNames are the names a port's plans take: the port key, which may name the port's
+// counter set and must be unique too, and the planned devices' names.
+func planNames(key string, plans []devicePlan) []string {
 	names := []string{key}
 	for _, pl := range plans {
 		if pl.name != key {
 			names = append(names, pl.name)
 		}
 	}
+	return names
+}
+
+// reserveNames checks names and records them in usedNames for owner. It records nothing
+// when one name is invalid or taken.
+func reserveNames(names []string, owner string, usedNames map[string]string) error {
 	for _, n := range names {
 		if err := ValidateDeviceName(n); err != nil {
 			return err
@@ -314,7 +299,7 @@ func reserveNames(key string, plans []devicePlan, portID string, usedNames map[s
 		}
 	}
 	for _, n := range names {
-		usedNames[n] = portID
+		usedNames[n] = owner
 	}
 	return nil
 }
@@ -339,19 +324,16 @@ func modeAttributes(p *discovery.Port, netns discovery.NetnsMode, driverName str
 }
 
 // newDevice returns the API device of pl, with copies of attrs and taints so that no two
-// devices alias. With counters it consumes the port's counter set key; a shared device of
-// the default model has the shares capacity.
-func newDevice(pl devicePlan, key string, attrs map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, taints []resourceapi.DeviceTaint, useCounters, legacy bool) resourceapi.Device {
+// devices alias. With a counter set it consumes from it (counterConsumption); a shared
+// device of the default model has the shares capacity.
+func newDevice(pl devicePlan, attrs map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, taints []resourceapi.DeviceTaint, set *resourceapi.CounterSet, legacy bool) resourceapi.Device {
 	d := resourceapi.Device{
 		Name:       pl.name,
 		Attributes: maps.Clone(attrs), // no aliasing between devices
 		Taints:     slices.Clone(taints),
 	}
-	if useCounters {
-		d.ConsumesCounters = []resourceapi.DeviceCounterConsumption{{
-			CounterSet: key,
-			Counters:   map[string]resourceapi.Counter{Counter: {Value: apiresource.MustParse("1")}},
-		}}
+	if set != nil {
+		d.ConsumesCounters = counterConsumption(set, pl.mode)
 	}
 	if pl.mode == ModeShared && !legacy {
 		d.AllowMultipleAllocations = ptr.To(true)

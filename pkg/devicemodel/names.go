@@ -19,8 +19,15 @@ import (
 // whether the result is usable is for ValidateDeviceName to say, and Build checks that
 // no two ports end up with the same name.
 func DeviceName(ibdev string, port int) string {
+	return fmt.Sprintf("%s-p%d", RDMADeviceName(ibdev), port)
+}
+
+// RDMADeviceName is the ibdev as device names spell it, without a port: lower case,
+// every character outside [a-z0-9-] turned into '-' ("mlx4_0" is "mlx4-0"). It names the
+// counter set that the ports of an RDMA device with several published ports share.
+func RDMADeviceName(ibdev string) string {
 	var b strings.Builder
-	b.Grow(len(ibdev) + 4)
+	b.Grow(len(ibdev))
 	for _, r := range strings.ToLower(ibdev) {
 		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') || r == '-' {
 			b.WriteRune(r)
@@ -28,7 +35,7 @@ func DeviceName(ibdev string, port int) string {
 			b.WriteByte('-')
 		}
 	}
-	return fmt.Sprintf("%s-p%d", b.String(), port)
+	return b.String()
 }
 
 // SharedSuffix turns an exclusive device name into the name of the port's shared device.
