@@ -231,9 +231,16 @@ func (c *Controller) writeClass(ctx context.Context, existing, desired *resource
 
 // deleteClass removes the class of a pool that is gone, if it is the controller's. The
 // garbage collector would too; doing it here makes it immediate and covers clusters
-// where the class lost its owner reference. The UID precondition keeps a class that
-// was replaced in the meantime.
+// where the class lost its owner reference.
+//
+// Ownership is decided on the cached class, so the delete is made conditional on exactly
+// that object: the UID keeps a class that was replaced in the meantime, the
+// resourceVersion one that was changed, such as one an admin took over by removing the
+// managed-by label after the cache saw it. Either way the API server answers Conflict,
+// the class is left alone, and its update event brings the name back to a sync that
+// sees it as it is.
 func (c *Controller) deleteClass(ctx context.Context, name string) error {
+	logger := klog.FromContext(ctx)
 	class, err := c.classes.Get(name)
 	if apierrors.IsNotFound(err) {
 		return nil
@@ -244,11 +251,19 @@ func (c *Controller) deleteClass(ctx context.Context, name string) error {
 	if !owns(class, name) {
 		return nil
 	}
-	err = c.kube.ResourceV1().DeviceClasses().Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(class.UID)}})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+	err = c.kube.ResourceV1().DeviceClasses().Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{
+		UID: ptr.To(class.UID), ResourceVersion: ptr.To(class.ResourceVersion),
+	}})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case apierrors.IsConflict(err):
+		logger.V(2).Info("DeviceClass of a deleted pool changed since it was cached, not deleted", "deviceClass", name)
+		return nil
+	case err != nil:
 		return fmt.Errorf("delete DeviceClass %s: %w", name, err)
 	}
-	klog.FromContext(ctx).Info("Deleted DeviceClass of a deleted pool", "deviceClass", name)
+	logger.Info("Deleted DeviceClass of a deleted pool", "deviceClass", name)
 	return nil
 }
 

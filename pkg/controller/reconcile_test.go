@@ -29,7 +29,8 @@ import (
 )
 
 // harness is a controller on fake clients whose caches are refreshed from the clients
-// before every sync, so that each step sees what the previous one wrote.
+// before every sync, so that each step sees what the previous one wrote. DeviceClass
+// writes are conditional as in the API server (withOptimisticConcurrency).
 type harness struct {
 	t       *testing.T
 	ctx     context.Context
@@ -46,6 +47,7 @@ func newHarness(t *testing.T, kubeObjs ...runtime.Object) *harness {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	h := &harness{t: t, ctx: ctx, kube: fake.NewClientset(kubeObjs...), rdma: rdmafake.NewSimpleClientset(), indexes: map[string]cache.Indexer{}}
+	withOptimisticConcurrency(h.kube)
 	for _, kind := range []string{"pools", "classes"} {
 		h.indexes[kind] = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	}
