@@ -15,6 +15,7 @@ import (
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/netattach"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
 )
 
 // claimNetwork is what a claim's checkpoint entry records about network attachment, in
@@ -55,11 +56,31 @@ type networkDevice struct {
 	// MoveRDMA is set on a node in exclusive RDMA netns mode: the RDMA device itself
 	// moves into the pod, or the pod sees no RDMA device at all.
 	MoveRDMA bool `json:"moveRDMA,omitempty"`
+	// Policy is what the class's allowedNetwork grants that the NRI side needs again at
+	// attach time; nil in records of plugins that predate the policy, whose address
+	// pools are chosen as they were then.
+	Policy *networkPolicyRecord `json:"policy,omitempty"`
 	// Stale marks a device the claim no longer has (it was allocated again) whose
 	// attachments are kept only to be detached.
 	Stale bool `json:"stale,omitempty"`
 	// Attachments holds one attachment per pod, in the order they were made.
 	Attachments []podAttachment `json:"attachments,omitempty"`
+}
+
+// networkPolicyRecord is the part of a class's allowedNetwork the attach side applies.
+type networkPolicyRecord struct {
+	// AddressPools are the node address pools ipam: node may take addresses from.
+	AddressPools []string `json:"addressPools,omitempty"`
+}
+
+// addressPool returns the address pool that serves the device's pod addresses on node:
+// among the pools the class allows, or, for a record without policy, the first that
+// selects the port.
+func (nd *networkDevice) addressPool(pools *nodeconfig.Config, node string, port *discovery.Port) (nodeconfig.Range, bool) {
+	if nd.Policy == nil {
+		return pools.PoolFor(node, port)
+	}
+	return pools.AllowedPoolFor(node, port, nd.Policy.AddressPools)
 }
 
 // podAttachment is the journal of one device's attachment into one pod.
@@ -204,15 +225,26 @@ func (d *Driver) planNetwork(r resourceapi.DeviceRequestAllocationResult, shareI
 	if mode.Attaches() && port.Netdev == "" {
 		return nil, fail("the port has no netdev on this node")
 	}
-	if mode.Attaches() && len(net.Addresses) == 0 && *net.IPAM == v1alpha1.IPAMNode {
-		if _, ok := d.net.pools.PoolFor(d.nodeName, &port); !ok {
-			return nil, fail("ipam: node, but no address pool of the node configuration selects this port (network.addressPools)")
-		}
-	}
 	nd := &networkDevice{
 		Request: r.Request, Pool: r.Pool, Device: r.Device, ShareID: shareID,
 		IBDev: port.IBDev, Port: port.Port, LinkLayer: port.LinkLayer, Netdev: port.Netdev,
-		GIDPolicy: *cfg.GIDIndex, MoveRDMA: netnsExclusive,
+		GIDPolicy: *cfg.GIDIndex, MoveRDMA: netnsExclusive, Policy: &networkPolicyRecord{},
+	}
+	if p := cfg.AllowedNetwork; p != nil {
+		nd.Policy.AddressPools = slices.Clone(p.AddressPools)
+	}
+	if mode.Attaches() && len(net.Addresses) == 0 && *net.IPAM == v1alpha1.IPAMNode {
+		if _, ok := nd.addressPool(d.net.pools, d.nodeName, &port); !ok {
+			if len(nd.Policy.AddressPools) == 0 {
+				return nil, fail("ipam: node, but the DeviceClass allows no address pool (allowedNetwork.addressPools)")
+			}
+			return nil, fail("ipam: node, but none of the address pools the DeviceClass allows (allowedNetwork.addressPools %v) selects this port on this node", nd.Policy.AddressPools)
+		}
+	}
+	if mode.Attaches() {
+		if err := d.net.checkStaticAddresses(net.Addresses); err != nil {
+			return nil, fail("%v", err)
+		}
 	}
 	if port.Verbs != nil {
 		nd.UVerbs = "/dev/infiniband/" + port.Verbs.Name
@@ -303,4 +335,24 @@ func keepAttachments(existing, planned *checkpoint.Claim) error {
 		want.Devices[i].Attachments = append(want.Devices[i].Attachments, old.Attachments...)
 	}
 	return setNetwork(planned, want)
+}
+
+// checkStaticAddresses refuses static addresses that an address pool of the node
+// configuration may hand out, on this node or another (the chart gives every node the
+// same pools, so this node sees the cluster's address plan): a static address there
+// would sooner or later be a second pod's address too.
+func (p *podNetwork) checkStaticAddresses(addrs []string) error {
+	if p.pools == nil {
+		return nil
+	}
+	for _, a := range addrs {
+		pfx, err := v1alpha1.ParseInterfaceAddress(a)
+		if err != nil {
+			return fmt.Errorf("static address %q: %w", a, err)
+		}
+		if pool, ok := p.pools.PoolContaining(pfx.Addr()); ok {
+			return fmt.Errorf("static address %s lies in the range of address pool %s of the node configuration, which hands its addresses out to pods itself", a, pool)
+		}
+	}
+	return nil
 }

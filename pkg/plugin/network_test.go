@@ -144,7 +144,13 @@ func (h *harness) reservedFor(claim *resourceapi.ResourceClaim, pods ...string) 
 	return updated
 }
 
-const macvlanNode = `{"apiVersion":"rdma.dra.io/v1alpha1","kind":"RdmaConfig","network":{"mode":"macvlan","ipam":"node","mtu":9000,"socketInterface":true}}`
+// macvlanNode is a class config: the admin's macvlan with addresses of the storage pool.
+const macvlanNode = `{"apiVersion":"rdma.dra.io/v1alpha1","kind":"RdmaConfig","network":{"mode":"macvlan","ipam":"node","mtu":9000,"socketInterface":true},"allowedNetwork":{"addressPools":["storage"]}}`
+
+// openClass is a class config that grants every network mode, the storage pool, static
+// addresses and routes in 192.168.0.0/16, the net* interface names and P_Key 0x8001.
+const openClass = `{"apiVersion":"rdma.dra.io/v1alpha1","kind":"RdmaConfig","allowedNetwork":{"modes":["macvlan","ipvlan","move","ipoib"],` +
+	`"addressPools":["storage"],"staticAddressPrefixes":["192.168.0.0/16"],"routePrefixes":["192.168.0.0/16"],"interfaceNamePrefixes":["roce","net"],"maxMTU":9000,"pkeys":["0x8001"]}}`
 
 func TestNetworkPrepareWithoutNRI(t *testing.T) {
 	h := newHarness(t, "dgx-h100")
@@ -185,14 +191,16 @@ func TestNetworkPrepareChecks(t *testing.T) {
 		{"ipoib on RoCE", []alloc{{request: "rdma", device: "mlx5-8-p1"}}, `{"mode":"ipoib"}`,
 			`network mode ipoib: needs an InfiniBand port, this one is Ethernet: use macvlan or ipvlan for RoCE`},
 		{"ipam node without a pool", []alloc{{request: "rdma", device: "mlx5-0-p1"}}, `{"mode":"ipoib","ipam":"node"}`,
-			`ipam: node, but no address pool of the node configuration selects this port (network.addressPools)`},
+			`ipam: node, but none of the address pools the DeviceClass allows (allowedNetwork.addressPools [storage]) selects this port on this node`},
+		{"static address in a pool's range", []alloc{{request: "rdma", device: "mlx5-8-p1"}}, `{"mode":"macvlan","addresses":["192.168.77.101/24"]}`,
+			`static address 192.168.77.101/24 lies in the range of address pool storage of the node configuration`},
 		{"one static address for two devices", []alloc{{request: "rdma", device: "mlx5-8-p1"}, {request: "rdma", device: "mlx5-9-p1"}},
 			`{"mode":"macvlan","addresses":["192.168.77.5/24"]}`,
 			`static address 192.168.77.5/24 of request "rdma" would go to devices mlx5-8-p1 and mlx5-9-p1: static addresses apply to one device, use ipam: node for requests of several devices`},
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			claim := h.claim("c"+string(rune('a'+i)), tc.devices,
+			claim := h.claim("c"+string(rune('a'+i)), tc.devices, opaque(resourceapi.AllocationConfigSourceClass, openClass),
 				opaque(resourceapi.AllocationConfigSourceClaim, `{"apiVersion":"rdma.dra.io/v1alpha1","kind":"RdmaConfig","network":`+tc.config+`}`))
 			res := prepareOne(t, d, claim)
 			if res.Err == nil || !strings.Contains(res.Err.Error(), tc.want) {
@@ -302,6 +310,7 @@ func TestNetworkAttachConvergesAfterCrash(t *testing.T) {
 	f := newFakeAttacher()
 	d := h.networkDriver(f)
 	a := h.reservedFor(h.claim("a", []alloc{{request: "rdma", device: "mlx5-9-p1"}},
+		opaque(resourceapi.AllocationConfigSourceClass, `{"apiVersion":"rdma.dra.io/v1alpha1","kind":"RdmaConfig","network":{"keepHostAddress":true},"allowedNetwork":{"modes":["move"],"interfaceNamePrefixes":["roce"]}}`),
 		opaque(resourceapi.AllocationConfigSourceClaim, `{"apiVersion":"rdma.dra.io/v1alpha1","kind":"RdmaConfig","network":{"mode":"move","interfaceName":"roce0"}}`)), "pod-a")
 	if res := prepareOne(t, d, a); res.Err != nil {
 		t.Fatal(res.Err)

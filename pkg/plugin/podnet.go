@@ -359,7 +359,7 @@ func (p *podNetwork) specFor(cp *checkpoint.Checkpoint, nd *networkDevice, pod, 
 		}
 		spec.Addresses = addrs
 	case cfg.IPAM != nil && *cfg.IPAM == v1alpha1.IPAMNode:
-		r, ok := p.pools.PoolFor(p.d.nodeName, p.portOf(nd))
+		r, ok := nd.addressPool(p.pools, p.d.nodeName, p.portOf(nd))
 		if !ok {
 			return spec, fmt.Errorf("ipam: node, but no address pool of the node configuration selects %s port %d", nd.IBDev, nd.Port)
 		}

@@ -1,0 +1,123 @@
+package plugin
+
+import (
+	"strings"
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
+)
+
+// TestNetworkPolicyAtPrepare: prepare is the source of truth of the tenant boundary on
+// clusters without the webhook. A claim's network section beyond its class's
+// allowedNetwork is refused with the field, the class's limit and no change to the node:
+// no CDI spec, no checkpoint entry, nothing attached, and a claim prepared before is
+// left as it was.
+func TestNetworkPolicyAtPrepare(t *testing.T) {
+	h := newHarness(t, "dgx-h100")
+	f := newFakeAttacher()
+	d := h.networkDriver(f)
+	running := h.reservedFor(h.claim("running", []alloc{{request: "rdma", device: "mlx5-8-p1-shared", shareID: "11111111-1111-4111-8111-111111111111"}},
+		opaque(resourceapi.AllocationConfigSourceClass, macvlanNode)), "pod-running")
+	if res := prepareOne(t, d, running); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if err := d.net.attachPod(h.ctx, "pod-running", "ns/pod-running", "/var/run/netns/cni-running"); err != nil {
+		t.Fatal(err)
+	}
+	before := h.checkpointClaims()
+	specsBefore := files(t, h.cdiDir)
+
+	const cfg = `{"apiVersion":"rdma.dra.io/v1alpha1","kind":"RdmaConfig","network":`
+	share := "22222222-2222-4222-8222-222222222222"
+	tests := []struct {
+		name    string
+		device  alloc
+		class   string // a class config; empty: none
+		network string // the claim's network section
+		want    string
+	}{
+		{"macvlan on a class without network", alloc{request: "rdma", device: "mlx5-8-p1-shared", shareID: share}, "", `{"mode":"macvlan","ipam":"node"}`,
+			`network.mode: Forbidden: "macvlan" is not allowed: the DeviceClass configures no network attachment`},
+		{"move on a class without network", alloc{request: "rdma", device: "mlx5-9-p1"}, "", `{"mode":"move"}`, `network.mode: Forbidden`},
+		{"move on a macvlan class", alloc{request: "rdma", device: "mlx5-9-p1"}, macvlanNode, `{"mode":"move"}`,
+			`"move" is not allowed: the DeviceClass's allowedNetwork.modes are ["macvlan"]`},
+		{"keepHostAddress from a claim", alloc{request: "rdma", device: "mlx5-9-p1"}, openClass, `{"mode":"move","keepHostAddress":true}`,
+			`network.keepHostAddress: Forbidden: moves the node's own addresses into the pod: only a DeviceClass config may set it`},
+		{"a static address on a class that allows none", alloc{request: "rdma", device: "mlx5-8-p1-shared", shareID: share}, macvlanNode,
+			`{"addresses":["10.0.0.5/24"]}`, `network.addresses[0]: Forbidden: static addresses are not allowed`},
+		{"a static address outside the class's prefixes", alloc{request: "rdma", device: "mlx5-8-p1"}, openClass,
+			`{"mode":"macvlan","addresses":["10.0.0.5/24"]}`, `10.0.0.5/24 is not inside one of the DeviceClass's allowedNetwork.staticAddressPrefixes ["192.168.0.0/16"]`},
+		{"a route on a macvlan class", alloc{request: "rdma", device: "mlx5-8-p1-shared", shareID: share}, macvlanNode,
+			`{"routes":[{"destination":"default","gateway":"192.168.77.1"}]}`, `network.routes[0]: Forbidden: routes are not allowed`},
+		{"ipam node on a class without pools", alloc{request: "rdma", device: "mlx5-8-p1-shared", shareID: share},
+			`{"apiVersion":"rdma.dra.io/v1alpha1","kind":"RdmaConfig","network":{"mode":"macvlan"}}`, `{"ipam":"node"}`,
+			`network.ipam: Forbidden: node is not allowed: the DeviceClass's allowedNetwork.addressPools names no address pool`},
+		{"ipam node from the class, no pool allowed", alloc{request: "rdma", device: "mlx5-8-p1-shared", shareID: share},
+			`{"apiVersion":"rdma.dra.io/v1alpha1","kind":"RdmaConfig","network":{"mode":"macvlan","ipam":"node"}}`, `{}`,
+			`ipam: node, but the DeviceClass allows no address pool (allowedNetwork.addressPools)`},
+		{"a P_Key not listed", alloc{request: "rdma", device: "mlx5-0-p1"}, openClass, `{"mode":"ipoib","pkey":"0x8002"}`,
+			`network.pkey: Forbidden: "0x8002" is not one of the DeviceClass's allowedNetwork.pkeys ["0x8001"]`},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var configs []resourceapi.DeviceAllocationConfiguration
+			if tc.class != "" {
+				configs = append(configs, opaque(resourceapi.AllocationConfigSourceClass, tc.class))
+			}
+			configs = append(configs, opaque(resourceapi.AllocationConfigSourceClaim, cfg+tc.network+`}`))
+			claim := h.reservedFor(h.claim("refused"+string(rune('a'+i)), []alloc{tc.device}, configs...), "pod-refused")
+			res := prepareOne(t, d, claim)
+			if res.Err == nil || !strings.Contains(res.Err.Error(), tc.want) {
+				t.Fatalf("prepare error %v, want it to contain %q", res.Err, tc.want)
+			}
+			if _, ok := h.checkpointClaims()[string(claim.UID)]; ok {
+				t.Errorf("the refused claim has a checkpoint entry")
+			}
+		})
+	}
+	if got := h.checkpointClaims(); len(got) != len(before) || got[string(running.UID)] != before[string(running.UID)] {
+		t.Errorf("checkpoint after the refused claims: %v, want %v", got, before)
+	}
+	if got := files(t, h.cdiDir); strings.Join(got, ",") != strings.Join(specsBefore, ",") {
+		t.Errorf("CDI specs after the refused claims: %v, want %v", got, specsBefore)
+	}
+	if calls := f.callList(); len(calls) != 1 || calls[0] != "attach pod-running rdma0" {
+		t.Errorf("attacher calls %v, want only the running pod's attach", calls)
+	}
+}
+
+// TestAddressPoolOfRecord: a record written with a policy takes addresses only from the
+// pools it names, even where another pool selects the port first; a record of a plugin
+// that predates the policy keeps the first pool that selects the port.
+func TestAddressPoolOfRecord(t *testing.T) {
+	pools, err := nodeconfig.Parse([]byte(`
+network:
+  addressPools:
+  - {name: a, subnet: 192.168.77.0/24}
+  - {name: b, subnet: 192.168.78.0/24}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := &discovery.Port{IBDev: "mlx5_8", Port: 1, Netdev: "enp168s0f0np0", LinkLayer: discovery.LinkLayerEthernet}
+	for _, tc := range []struct {
+		name   string
+		policy *networkPolicyRecord
+		want   string
+	}{
+		{"record without policy", nil, "a"},
+		{"pool b allowed", &networkPolicyRecord{AddressPools: []string{"b"}}, "b"},
+		{"nothing allowed", &networkPolicyRecord{}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nd := &networkDevice{Policy: tc.policy}
+			r, ok := nd.addressPool(&pools, testNode, port)
+			if got := map[bool]string{true: r.Name}[ok]; got != tc.want {
+				t.Errorf("pool %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
