@@ -1,6 +1,7 @@
 package deployments
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"testing"
 
@@ -56,20 +57,76 @@ func TestWebhookNetworkPolicy(t *testing.T) {
 	}
 }
 
-// TestSharedPoolIsVerbsOnly: the chart's shared pool caps claims at verbs, so that no
-// claim of a port shared with other tenants gets umad or issm.
-func TestSharedPoolIsVerbsOnly(t *testing.T) {
-	for _, p := range only[*v1alpha1.RdmaPool](decodeFile(t, staticFiles[0])) {
-		if p.Spec.Mode != v1alpha1.PoolModeShared {
-			continue
-		}
-		if p.Spec.Config == nil {
-			t.Errorf("shared pool %s has no config", p.Name)
-			continue
-		}
-		cfg, err := v1alpha1.DecodeConfig(p.Spec.Config.Raw)
-		if err != nil || cfg.AllowedCharDevices == nil || *cfg.AllowedCharDevices != v1alpha1.CharDevicesVerbs {
-			t.Errorf("shared pool %s: config %s (%v), want allowedCharDevices verbs", p.Name, p.Spec.Config.Raw, err)
-		}
+// TestDefaultPoolsAreSafe: a default install gives a tenant only what the chart's
+// documented defaults name (docs/security.md): every pool caps claims at verbs (no umad
+// to the fabric, no issm), attaches no network and allows none, so that a claim asking
+// for management devices, a netdev move, a macvlan, a static address or a route on a
+// default class is refused at prepare (and by the webhook, which applies the same rule).
+// Memlock stays open: locked pages are charged to the pod's memory cgroup.
+func TestDefaultPoolsAreSafe(t *testing.T) {
+	pools := only[*v1alpha1.RdmaPool](decodeFile(t, staticFiles[0]))
+	if len(pools) < 2 {
+		t.Fatalf("the default install has %d pools, want the shared and the exclusive one", len(pools))
 	}
+	refused := map[string]string{
+		"management devices": `{"charDevices":"management"}`,
+		"diagnostics (umad)": `{"charDevices":"diagnostics"}`,
+		"move":               `{"network":{"mode":"move"}}`,
+		"macvlan":            `{"network":{"mode":"macvlan","ipam":"node"}}`,
+		"ipoib":              `{"network":{"mode":"ipoib"}}`,
+		"static address":     `{"network":{"addresses":["10.0.0.5/24"]}}`,
+		"route":              `{"network":{"routes":[{"destination":"10.0.0.0/8"}]}}`,
+		"keepHostAddress":    `{"network":{"keepHostAddress":true}}`,
+		"allowedNetwork":     `{"allowedNetwork":{"modes":["move"]}}`,
+	}
+	for _, p := range pools {
+		t.Run(p.Name, func(t *testing.T) {
+			if p.Spec.Config == nil {
+				t.Fatalf("pool %s has no config", p.Name)
+			}
+			class, err := v1alpha1.DecodeConfig(p.Spec.Config.Raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if class.AllowedCharDevices == nil || *class.AllowedCharDevices != v1alpha1.CharDevicesVerbs {
+				t.Errorf("pool %s: allowedCharDevices %v, want verbs", p.Name, class.AllowedCharDevices)
+			}
+			if class.AllowedNetwork != nil || (class.Network != nil && class.Network.Mode != nil && class.Network.Mode.Attaches()) {
+				t.Errorf("pool %s: network %s, want none attached and none allowed", p.Name, p.Spec.Config.Raw)
+			}
+			shared := p.Spec.Mode == v1alpha1.PoolModeShared
+			got, err := v1alpha1.Resolve(shared, []*v1alpha1.RdmaConfig{class}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if *got.CharDevices != v1alpha1.CharDevicesVerbs || got.Network.Mode.Attaches() || *got.Memlock != v1alpha1.MemlockUnset {
+				t.Errorf("pool %s: a claim without config gets %s", p.Name, mustJSON(t, got))
+			}
+			for what, claim := range refused {
+				c, err := v1alpha1.DecodeConfig([]byte(`{"apiVersion":"rdma.dra.io/v1alpha1","kind":"RdmaConfig",` + claim[1:]))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := v1alpha1.Resolve(shared, []*v1alpha1.RdmaConfig{class}, []*v1alpha1.RdmaConfig{c}); err == nil {
+					t.Errorf("pool %s: a claim asking for %s (%s) is allowed", p.Name, what, claim)
+				}
+			}
+			unlimited, err := v1alpha1.DecodeConfig([]byte(`{"apiVersion":"rdma.dra.io/v1alpha1","kind":"RdmaConfig","memlock":"unlimited"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := v1alpha1.Resolve(shared, []*v1alpha1.RdmaConfig{class}, []*v1alpha1.RdmaConfig{unlimited}); err != nil {
+				t.Errorf("pool %s: memlock unlimited refused (%v); the documented default allows it", p.Name, err)
+			}
+		})
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -48,6 +48,43 @@ func rdmaConfig(t *testing.T, n v1alpha1.NetworkConfig) string {
 	return string(data)
 }
 
+// netPool creates an RdmaPool named name whose config grants what a test's claims ask
+// (config: RdmaConfig fields, such as network and allowedNetwork) and returns its
+// DeviceClass: the chart's default classes attach nothing and allow no network field
+// (docs/security.md), so attachment goes through a pool the admin writes on purpose.
+func netPool(t *testing.T, name string, mode v1alpha1.PoolMode, config map[string]any) string {
+	t.Helper()
+	data, err := json.Marshal(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.CreateConfigPool(t, name, mode, string(data))
+	return name
+}
+
+// addressPoolNames returns the names of the node's address pools (the cluster tool's
+// values), for a pool that grants them all.
+func addressPoolNames(t *testing.T) []string {
+	t.Helper()
+	pools, err := env.AddressPools()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := make([]string, 0, len(pools))
+	for _, p := range pools {
+		names = append(names, p.Name)
+	}
+	return names
+}
+
+// macvlanPool is a shared pool whose claims may ask for a macvlan with addresses of
+// the node's pools and an MTU up to 9000.
+func macvlanPool(t *testing.T, name string) string {
+	t.Helper()
+	return netPool(t, name, v1alpha1.PoolModeShared, map[string]any{"allowedCharDevices": "verbs",
+		"allowedNetwork": map[string]any{"modes": []string{"macvlan"}, "addressPools": addressPoolNames(t), "maxMTU": 9000}})
+}
+
 // hostState is what the host must have again after a test: its interfaces and the GID
 // tables of the ports the test used.
 type hostState struct {
@@ -298,9 +335,10 @@ func TestRoCESharesMacvlan(t *testing.T) {
 	host := networkHost(t)
 	before := mustCaptureHost(t, host, rocePortA)
 	ns := env.NewNamespace(t, "macvlan")
+	class := macvlanPool(t, "e2e-macvlan")
 	cfg := rdmaConfig(t, v1alpha1.NetworkConfig{Mode: ptrTo(v1alpha1.NetworkModeMacvlan), IPAM: ptrTo(v1alpha1.IPAMNode), MTU: ptrTo[int32](9000),
 		SocketInterface: ptrTo(true)})
-	env.CreateClaimTemplate(t, ns, "roce-share", framework.ClaimSpec([]framework.Request{{Name: "hca", Class: classShared, CEL: framework.OnPort(rocePortA)}}, "",
+	env.CreateClaimTemplate(t, ns, "roce-share", framework.ClaimSpec([]framework.Request{{Name: "hca", Class: class, CEL: framework.OnPort(rocePortA)}}, "",
 		framework.OpaqueConfig(cfg)))
 	pods := []string{"roce-a", "roce-b"}
 	for _, p := range pods {
@@ -355,8 +393,11 @@ func TestExclusiveMove(t *testing.T) {
 	}
 	const ifname = "roce0"
 	ns := env.NewNamespace(t, "move")
+	// The admin grants move and keeps the host's address with the netdev.
+	class := netPool(t, "e2e-move", v1alpha1.PoolModeExclusive, map[string]any{"allowedCharDevices": "verbs", "network": map[string]any{"keepHostAddress": true},
+		"allowedNetwork": map[string]any{"modes": []string{"move"}, "interfaceNamePrefixes": []string{"roce"}}})
 	cfg := rdmaConfig(t, v1alpha1.NetworkConfig{Mode: ptrTo(v1alpha1.NetworkModeMove), InterfaceName: ptrTo(ifname)})
-	env.CreateClaimTemplate(t, ns, "roce-whole", framework.ClaimSpec([]framework.Request{{Name: "hca", Class: classExclusive, CEL: framework.OnPort(rocePortB)}}, "",
+	env.CreateClaimTemplate(t, ns, "roce-whole", framework.ClaimSpec([]framework.Request{{Name: "hca", Class: class, CEL: framework.OnPort(rocePortB)}}, "",
 		framework.OpaqueConfig(cfg)))
 	env.CreatePod(t, framework.ReportPod(ns, "mover", "roce-whole"))
 	a := expectAttached(t, ns, "mover", ifname, host.MTU, func(p netip.Prefix) error {
@@ -394,8 +435,10 @@ func TestIPoIBAttachment(t *testing.T) {
 	host := networkHost(t)
 	before := mustCaptureHost(t, host)
 	ns := env.NewNamespace(t, "ipoib")
+	class := netPool(t, "e2e-ipoib", v1alpha1.PoolModeShared, map[string]any{"allowedCharDevices": "verbs",
+		"allowedNetwork": map[string]any{"modes": []string{"ipoib"}, "addressPools": addressPoolNames(t)}})
 	cfg := rdmaConfig(t, v1alpha1.NetworkConfig{Mode: ptrTo(v1alpha1.NetworkModeIPoIB), IPAM: ptrTo(v1alpha1.IPAMNode)})
-	env.CreateClaimTemplate(t, ns, "ib-share", framework.ClaimSpec([]framework.Request{{Name: "hca", Class: classShared, CEL: framework.OnPort(ibPort)}}, "",
+	env.CreateClaimTemplate(t, ns, "ib-share", framework.ClaimSpec([]framework.Request{{Name: "hca", Class: class, CEL: framework.OnPort(ibPort)}}, "",
 		framework.OpaqueConfig(cfg)))
 	env.CreatePod(t, framework.ReportPod(ns, "ipoib", "ib-share"))
 	a := expectAttached(t, ns, "ipoib", podIf, 0, inPool(t, mocknet.IPoIBPool), "")
@@ -435,8 +478,9 @@ func TestPluginKilledDuringAttach(t *testing.T) {
 	})
 
 	ns := env.NewNamespace(t, "attachcrash")
+	class := macvlanPool(t, "e2e-attachcrash")
 	cfg := rdmaConfig(t, v1alpha1.NetworkConfig{Mode: ptrTo(v1alpha1.NetworkModeMacvlan), IPAM: ptrTo(v1alpha1.IPAMNode)})
-	env.CreateClaimTemplate(t, ns, "roce-share", framework.ClaimSpec([]framework.Request{{Name: "hca", Class: classShared, CEL: framework.OnPort(rocePortA)}}, "",
+	env.CreateClaimTemplate(t, ns, "roce-share", framework.ClaimSpec([]framework.Request{{Name: "hca", Class: class, CEL: framework.OnPort(rocePortA)}}, "",
 		framework.OpaqueConfig(cfg)))
 	env.CreatePod(t, framework.ReportPod(ns, "victim", "roce-share"))
 	claim := env.PodClaim(t, ns, "victim")
@@ -522,8 +566,9 @@ func TestAttachmentNeedsNRI(t *testing.T) {
 		}
 	})
 	ns := env.NewNamespace(t, "nonri")
+	class := macvlanPool(t, "e2e-nonri")
 	cfg := rdmaConfig(t, v1alpha1.NetworkConfig{Mode: ptrTo(v1alpha1.NetworkModeMacvlan), IPAM: ptrTo(v1alpha1.IPAMNode)})
-	env.CreateClaimTemplate(t, ns, "roce-share", framework.ClaimSpec([]framework.Request{{Name: "hca", Class: classShared, CEL: framework.OnPort(rocePortA)}}, "",
+	env.CreateClaimTemplate(t, ns, "roce-share", framework.ClaimSpec([]framework.Request{{Name: "hca", Class: class, CEL: framework.OnPort(rocePortA)}}, "",
 		framework.OpaqueConfig(cfg)))
 	env.CreateClaimTemplate(t, ns, "plain", framework.ClaimSpec([]framework.Request{{Name: "hca", Class: classShared, CEL: framework.OnPort(rocePortA)}}, ""))
 	env.CreatePod(t, framework.ReportPod(ns, "wants-net", "roce-share"))
@@ -534,7 +579,7 @@ func TestAttachmentNeedsNRI(t *testing.T) {
 			return err
 		}
 		for _, ev := range evs {
-			if strings.HasPrefix(ev, "wants-net:") && strings.Contains(ev, "network attachment") {
+			if strings.HasPrefix(ev, "wants-net:") && strings.Contains(ev, "network attachment is not available on this node") {
 				return nil
 			}
 		}

@@ -166,3 +166,29 @@ func (e *Env) PoolClass(ctx context.Context, pool *v1alpha1.RdmaPool) (*resource
 func equalPtr[T comparable](a, b *T) bool {
 	return (a == nil) == (b == nil) && (a == nil || *a == *b)
 }
+
+// CreateConfigPool creates an RdmaPool of mode over every port whose config is the
+// RdmaConfig fields in config (JSON without apiVersion and kind: an admin's grant such
+// as allowedNetwork), and waits until its DeviceClass exists; it is deleted when the test
+// ends. The chart's default pools grant no network attachment (docs/security.md), so
+// the attachment tests allocate through pools like this one.
+func (e *Env) CreateConfigPool(t *testing.T, name string, mode v1alpha1.PoolMode, config string) {
+	t.Helper()
+	raw := `{"apiVersion":"` + v1alpha1.SchemeGroupVersion.String() + `","kind":"` + v1alpha1.RdmaConfigKind + `"`
+	if config != "" && config != "{}" {
+		raw += "," + config[1:]
+	} else {
+		raw += "}"
+	}
+	if _, err := v1alpha1.DecodeConfig([]byte(raw)); err != nil {
+		t.Fatalf("pool %s: config %s: %v", name, raw, err)
+	}
+	e.CreatePool(t, &v1alpha1.RdmaPool{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       v1alpha1.RdmaPoolSpec{Mode: mode, Config: &runtime.RawExtension{Raw: []byte(raw)}},
+	})
+	Eventually(t, Context(t, time.Minute), 45*time.Second, 500*time.Millisecond, "DeviceClass "+name, func(ctx context.Context) error {
+		_, err := e.Client.ResourceV1().DeviceClasses().Get(ctx, name, metav1.GetOptions{})
+		return err
+	})
+}
