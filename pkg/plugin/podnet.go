@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -312,7 +311,7 @@ func (p *podNetwork) specFor(cp *checkpoint.Checkpoint, nd *networkDevice, pod, 
 		spec.PodIfName = *cfg.InterfaceName
 	default:
 		for k := 0; ; k++ {
-			if name := "rdma" + strconv.Itoa(k); !names[name] {
+			if name := defaultPodIfName(p.d.driverName, k); !names[name] {
 				spec.PodIfName = name
 				break
 			}

@@ -22,7 +22,9 @@ type NetworkConfig struct {
 	// move or ipoib.
 	Mode *NetworkMode `json:"mode,omitempty"`
 	// InterfaceName is the interface's name inside the pod. Default: rdma0, rdma1, ... in
-	// the order of the pod's claims and their devices.
+	// the order of the pod's claims and their devices; an installation of the driver
+	// under another driver name uses a prefix of its own, derived from that name
+	// (docs/network-attachment.md), so that two installations never pick the same name.
 	InterfaceName *string `json:"interfaceName,omitempty"`
 	// MTU of the pod's interface; default the port netdev's MTU.
 	MTU *int32 `json:"mtu,omitempty"`

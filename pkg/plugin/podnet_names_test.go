@@ -1,0 +1,169 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/netattach"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
+)
+
+func TestDefaultInterfaceNames(t *testing.T) {
+	tests := []struct {
+		name, driver string
+		k            int
+		want         string
+	}{
+		{name: "the standard installation keeps rdma<k>", driver: devicemodel.DefaultDriverName, want: "rdma0"},
+		{name: "the standard installation, second device", driver: devicemodel.DefaultDriverName, k: 1, want: "rdma1"},
+		{name: "an empty driver name is the standard one", driver: "", k: 2, want: "rdma2"},
+		// The names below are pinned: they must not change across versions, nodes and
+		// pods (docs/network-attachment.md gives the first one as the example).
+		{name: "another installation", driver: "rdma-b.example.com", want: "rdmab3a40db-0"},
+		{name: "a first label of digits", driver: "42.example.com", k: 3, want: "42992220-3"},
+		{name: "a long first label", driver: "a-very-long-driver-name-for-rdma.example.com", k: 12, want: "averye70837-12"},
+		{name: "the label gives way to a long index", driver: "a-very-long-driver-name-for-rdma.example.com", k: 123456, want: "ave70837-123456"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := defaultPodIfName(tc.driver, tc.k)
+			if got != tc.want {
+				t.Errorf("defaultPodIfName(%q, %d) = %q, want %q", tc.driver, tc.k, got, tc.want)
+			}
+			spec := netattach.Spec{Mode: netattach.ModeMacvlan, HostNetdev: "eth1", PodIfName: got}
+			if err := spec.Validate(); err != nil {
+				t.Errorf("%q is not a valid pod interface name: %v", got, err)
+			}
+		})
+	}
+	if a, b := defaultPodIfName("rdma.example.com", 0), defaultPodIfName("rdma.example.org", 0); a == b || a == "rdma0" || b == "rdma0" {
+		t.Errorf("two installations whose names share the first label: %q and %q, want two names other than rdma0", a, b)
+	}
+}
+
+// TestTwoInstallationsAttachIntoOnePod attaches a claim of the standard installation and
+// one of a second installation (another driver name, its own data directory) into the
+// same pod: the default names must not collide in the pod's network namespace.
+func TestTwoInstallationsAttachIntoOnePod(t *testing.T) {
+	ns := &podNamespaces{names: map[string]bool{}}
+	h1, h2 := newHarness(t, "dgx-h100"), newHarness(t, "dgx-h100")
+	const other = "rdma-b.example.com"
+	installs := []struct {
+		h      *harness
+		driver string
+		device string
+	}{
+		{h1, testDriver, "mlx5-8-p1-shared"},
+		{h2, other, "mlx5-9-p1-shared"},
+	}
+	var names []string
+	for i, in := range installs {
+		f := newFakeAttacher()
+		d := in.h.networkDriverNamed(namespaceAttacher{f, ns}, in.driver)
+		claim := in.h.driverClaim(in.driver, fmt.Sprintf("c%d", i), in.device, macvlanNode)
+		claim = in.h.reservedFor(claim, "pod-a")
+		if res := prepareOne(t, d, claim); res.Err != nil {
+			t.Fatalf("prepare with %s: %v", in.driver, res.Err)
+		}
+		if err := d.net.attachPod(in.h.ctx, "pod-a", "ns/pod-a", "/var/run/netns/cni-a"); err != nil {
+			t.Fatalf("attach with %s: %v", in.driver, err)
+		}
+		for _, c := range f.callList() {
+			names = append(names, strings.TrimPrefix(c, "attach pod-a "))
+		}
+	}
+	if len(names) != 2 || names[0] != "rdma0" || names[1] == "rdma0" {
+		t.Errorf("interfaces in the pod %v, want rdma0 for the standard installation and another name for the second", names)
+	}
+}
+
+// podNamespaces are the interface names in the pods' network namespaces, shared by the
+// attachers of two installations on one node.
+type podNamespaces struct {
+	mu    sync.Mutex
+	names map[string]bool // pod/name
+}
+
+// namespaceAttacher refuses, like the real Attacher, a name that the pod has already.
+type namespaceAttacher struct {
+	*fakeAttacher
+	ns *podNamespaces
+}
+
+func (a namespaceAttacher) Attach(ctx context.Context, spec netattach.Spec, target netattach.Target, save netattach.Journal) (netattach.State, error) {
+	key := target.PodUID + "/" + spec.PodIfName
+	a.ns.mu.Lock()
+	taken := a.ns.names[key]
+	a.ns.names[key] = true
+	a.ns.mu.Unlock()
+	if taken {
+		return netattach.State{}, fmt.Errorf("attach %s: %w: %s", spec.HostNetdev, netattach.ErrNameTaken, spec.PodIfName)
+	}
+	return a.fakeAttacher.Attach(ctx, spec, target, save)
+}
+
+// networkDriverNamed is networkDriver for an installation with the driver name driver.
+func (h *harness) networkDriverNamed(a Attacher, driver string) *Driver {
+	h.t.Helper()
+	pools, err := nodeconfig.Parse([]byte(`
+network:
+  addressPools:
+  - name: storage
+    selector: {linkTypes: [Ethernet]}
+    subnet: 192.168.77.0/24
+`))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	d, err := NewDriver(h.ctx, DriverOptions{
+		DriverName: driver, NodeName: testNode, Kube: h.kube,
+		Store:   checkpoint.NewStore(h.dataDir, h.bootPath),
+		Specs:   newTestSpecs(h, ""),
+		Devices: h.pub, Clock: h.clock, CleanupGrace: -1,
+		Network: &NetworkOptions{Attacher: a, Pools: &pools, Socket: "/run/nri/nri.sock"},
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	d.net.setConnected(true, nil)
+	ctx, cancel := context.WithCancel(h.ctx)
+	h.t.Cleanup(cancel)
+	go d.RunStatusWriter(ctx)
+	return d
+}
+
+// driverClaim creates a claim with one device allocated by driver and a class config
+// of driver's with the parameters params.
+func (h *harness) driverClaim(driver, name, device, params string) *resourceapi.ResourceClaim {
+	h.t.Helper()
+	share := types.UID(fmt.Sprintf("%08x-1111-4111-8111-111111111111", len(name)))
+	c := &resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: uidFor(driver + "/" + name)},
+		Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{
+			Devices: resourceapi.DeviceAllocationResult{
+				Results: []resourceapi.DeviceRequestAllocationResult{{Request: "rdma", Driver: driver, Pool: testPool, Device: device, ShareID: &share}},
+				Config: []resourceapi.DeviceAllocationConfiguration{{
+					Source: resourceapi.AllocationConfigSourceClass,
+					DeviceConfiguration: resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{
+						Driver: driver, Parameters: runtime.RawExtension{Raw: []byte(params)},
+					}},
+				}},
+			},
+		}},
+	}
+	created, err := h.kube.ResourceV1().ResourceClaims(c.Namespace).Create(h.ctx, c, metav1.CreateOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return created
+}
