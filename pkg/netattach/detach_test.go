@@ -2,9 +2,12 @@ package netattach
 
 import (
 	"errors"
+	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2/ktesting"
 )
 
@@ -46,6 +49,58 @@ func TestDetachRefusesHostNamespace(t *testing.T) {
 			}
 			if diff := cmp.Diff(before, f.world(t)); diff != "" {
 				t.Errorf("Detach changed the host (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestMoveRestoresEveryTable moves a port with routes in tables other than main (per-rail
+// policy routing, a rail's own default route among them) and checks that they come back
+// exactly, and that only the main table's go into the pod with KeepHostAddress.
+func TestMoveRestoresEveryTable(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		spec Spec
+		pod  []string
+	}{
+		{name: "keeping the host address", pod: []string{"10.2.0.0/16 gw 10.1.0.1"},
+			spec: Spec{Mode: ModeMove, HostNetdev: roceNetdev, PodIfName: "net1", KeepHostAddress: true, IBDevice: ibdev}},
+		{name: "with a static address",
+			spec: Spec{Mode: ModeMove, HostNetdev: roceNetdev, PodIfName: "net1", Addresses: prefixes("10.1.0.50/24"), IBDevice: ibdev}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			f := newFixture(t)
+			roce := f.w.byName(rootFD, roceNetdev)
+			f.w.addAddr(roce, "2001:db8:1::10/64")
+			if err := f.kernel.AddressAdded(ctx, ibdev, 1, roceNetdev, netip.MustParseAddr("2001:db8:1::10")); err != nil {
+				t.Fatal(err)
+			}
+			f.w.addTableRoute(roce, 100, "0.0.0.0/0", "10.1.0.1", unix.RTPROT_STATIC)
+			f.w.addTableRoute(roce, 100, "10.1.0.0/24", "", unix.RTPROT_BOOT)
+			f.w.addTableRoute(roce, 1001, "2001:db8:2::/48", "2001:db8:1::1", unix.RTPROT_STATIC)
+			before := f.world(t)
+			var j journal
+			st, err := f.a.Attach(ctx, tc.spec, f.target, j.save)
+			if err != nil {
+				t.Fatalf("Attach: %v", err)
+			}
+			pod := f.w.dump(podPath)
+			for _, want := range tc.pod {
+				if !strings.Contains(pod, want) {
+					t.Errorf("pod lacks %q:\n%s", want, pod)
+				}
+			}
+			for _, not := range []string{"table 100", "table 1001"} {
+				if strings.Contains(pod, not) {
+					t.Errorf("the host's %s went into the pod:\n%s", not, pod)
+				}
+			}
+			if err := f.a.Detach(ctx, st, j.save); err != nil {
+				t.Fatalf("Detach: %v", err)
+			}
+			if diff := cmp.Diff(before, f.world(t)); diff != "" {
+				t.Errorf("after Detach the world differs (-before +after):\n%s", diff)
 			}
 		})
 	}

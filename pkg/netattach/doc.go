@@ -18,9 +18,9 @@
 //     (CheckNotPrimary), or if anything is stacked on it in the host at all (a master,
 //     VLAN, macvlan, ipvlan: CheckNoUppers), brought down, renamed to the
 //     temporary name in the host, moved, renamed to the pod name and configured; with
-//     KeepHostAddress its addresses and routes are added in the pod. Detach moves it
-//     back and restores the snapshot exactly (routes with their protocol, metric, table
-//     and source).
+//     KeepHostAddress its addresses and its routes of the main table are added in the
+//     pod. Detach moves it back and restores the snapshot exactly (routes of every
+//     table, with their protocol, metric, table and source).
 //   - In exclusive RDMA netns mode (Spec.RDMADevice) the RDMA device follows the netdev
 //     into the pod and is returned before it.
 //
@@ -53,7 +53,8 @@
 // and the emulated GID table (real_test.go, run as root): macvlan attach and detach with
 // IPv4, IPv6, MTU and a gateway route, with a datagram from the pod reaching the far end
 // of the port; move with the host's IPv4 and IPv6 addresses and routes taken into the pod
-// and restored exactly (protocol and metric included); a crash at every journal save of macvlan and move converging by Detach; the
+// and restored exactly (protocol and metric included), and its routes of other tables
+// restored without going into the pod; a crash at every journal save of macvlan and move converging by Detach; the
 // pod namespace deleted before Detach (macvlan); the refusal of the netdev with the
 // default route, and of a port with a macvlan (with and without a node IP) or a bridge
 // master on it; and BenchmarkAttachDetachMacvlan.

@@ -286,16 +286,40 @@ func (h *fakeHandle) AddrAdd(link netlink.Link, addr *netlink.Addr) error {
 	})
 }
 
+// RouteList lists the main table only, as netlink's does (it drops the other tables'
+// routes unless a table filter asks for them).
 func (h *fakeHandle) RouteList(link netlink.Link, family int) ([]netlink.Route, error) {
+	filter, mask := &netlink.Route{Table: unix.RT_TABLE_MAIN}, uint64(netlink.RT_FILTER_TABLE)
+	if link != nil {
+		filter.LinkIndex = link.Attrs().Index
+		mask |= netlink.RT_FILTER_OIF
+	}
+	return h.RouteListFiltered(family, filter, mask)
+}
+
+// RouteListFiltered supports the filters this package uses: the table (all of them for
+// RT_TABLE_UNSPEC, main only without RT_FILTER_TABLE, as netlink does) and the link.
+func (h *fakeHandle) RouteListFiltered(family int, filter *netlink.Route, mask uint64) ([]netlink.Route, error) {
 	h.w.mu.Lock()
 	defer h.w.mu.Unlock()
+	if mask&^(netlink.RT_FILTER_TABLE|netlink.RT_FILTER_OIF) != 0 {
+		return nil, fmt.Errorf("fake: route filter %#x: %w", mask, syscall.EOPNOTSUPP)
+	}
 	var out []netlink.Route
 	for _, l := range h.w.sortedLinks(h.ns) {
-		if link != nil && l.attrs.Index != link.Attrs().Index {
+		if mask&netlink.RT_FILTER_OIF != 0 && l.attrs.Index != filter.LinkIndex {
 			continue
 		}
 		for _, r := range l.routes {
 			if family != netlink.FAMILY_ALL && (family == netlink.FAMILY_V4) != r.dst.Addr().Is4() {
+				continue
+			}
+			table := r.table
+			if table == 0 {
+				table = unix.RT_TABLE_MAIN
+			}
+			if mask&netlink.RT_FILTER_TABLE == 0 && table != unix.RT_TABLE_MAIN ||
+				mask&netlink.RT_FILTER_TABLE != 0 && filter.Table != unix.RT_TABLE_UNSPEC && table != filter.Table {
 				continue
 			}
 			nr := netlink.Route{LinkIndex: l.attrs.Index, Dst: toIPNet(r.dst), Priority: r.priority, Table: r.table, Protocol: netlink.RouteProtocol(r.proto)}

@@ -211,11 +211,16 @@ func (w *fakeWorld) dump(path string) string {
 	return b.String()
 }
 
-// addRoute adds a fixture route directly.
+// addRoute adds a fixture route of the main table directly.
 func (w *fakeWorld) addRoute(l *fakeLink, dst, gw string, proto int) {
+	w.addTableRoute(l, 0, dst, gw, proto)
+}
+
+// addTableRoute adds a fixture route of a table (0 for main) directly.
+func (w *fakeWorld) addTableRoute(l *fakeLink, table int, dst, gw string, proto int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	r := fakeRoute{dst: netip.MustParsePrefix(dst), proto: proto}
+	r := fakeRoute{dst: netip.MustParsePrefix(dst), proto: proto, table: table}
 	if gw != "" {
 		r.gw = netip.MustParseAddr(gw)
 	}

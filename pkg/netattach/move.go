@@ -45,13 +45,19 @@ func snapshot(nl Netlink, l netlink.Link) (*HostSnapshot, error) {
 		}
 		s.Addresses = append(s.Addresses, p)
 	}
-	routes, err := nl.RouteList(l, netlink.FAMILY_ALL)
+	// Every table: RouteList alone sees main only, and a move flushes the netdev's
+	// routes from all of them (per-rail policy routing keeps a rail's in its own).
+	routes, err := nl.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{LinkIndex: attrs.Index, Table: unix.RT_TABLE_UNSPEC},
+		netlink.RT_FILTER_OIF|netlink.RT_FILTER_TABLE)
 	if err != nil {
 		return nil, fmt.Errorf("list routes of %s: %w", attrs.Name, err)
 	}
 	for _, rt := range routes {
 		if int(rt.Protocol) == rtprotKernel || int(rt.Protocol) == rtprotRA || len(rt.MultiPath) > 0 {
 			continue
+		}
+		if rt.Type != 0 && rt.Type != unix.RTN_UNICAST {
+			continue // local, broadcast ...: the kernel's, and not restorable as a unicast route
 		}
 		dst, ok := fromIPNet(rt.Dst)
 		if !ok || dst.Addr().IsLinkLocalUnicast() || dst.Addr().IsMulticast() {
@@ -135,7 +141,11 @@ func (r *run) attachMove() error {
 	if spec.KeepHostAddress {
 		addrs = append(addrs, r.st.Host.Addresses...)
 		for _, hr := range r.st.Host.Routes {
-			routes = append(routes, Route{Dst: hr.Dst, Gateway: hr.Gateway})
+			// The main table's only: the pod has no rules that would select the others,
+			// and their routes (a rail's own default route) would land in its main.
+			if hr.Table == 0 {
+				routes = append(routes, Route{Dst: hr.Dst, Gateway: hr.Gateway})
+			}
 		}
 	}
 	return r.configurePod(l, addrs, routes)

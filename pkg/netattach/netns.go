@@ -95,3 +95,7 @@ func (h handle) AddrList(link netlink.Link, family int) ([]netlink.Addr, error) 
 func (h handle) RouteList(link netlink.Link, family int) ([]netlink.Route, error) {
 	return retryDump(func() ([]netlink.Route, error) { return h.Handle.RouteList(link, family) })
 }
+
+func (h handle) RouteListFiltered(family int, filter *netlink.Route, mask uint64) ([]netlink.Route, error) {
+	return retryDump(func() ([]netlink.Route, error) { return h.Handle.RouteListFiltered(family, filter, mask) })
+}

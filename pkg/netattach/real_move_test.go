@@ -5,12 +5,16 @@ package netattach
 
 import (
 	"errors"
+	"fmt"
+	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2/ktesting"
 )
 
@@ -101,4 +105,84 @@ func realMacvlan(t *testing.T, f *realFixture, parent netlink.Link, name string)
 		t.Fatal(err)
 	}
 	return l
+}
+
+// TestRealMoveRestoresEveryTable gives the port routes in tables other than main (a
+// rail's default route and its subnet in table 100, an IPv6 route in table 1001), moves
+// it with and without the host's addresses, and checks that the pod gets none of them
+// and that Detach restores them exactly.
+func TestRealMoveRestoresEveryTable(t *testing.T) {
+	for _, keep := range []bool{true, false} {
+		t.Run(fmt.Sprintf("keepHostAddress=%v", keep), func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			f := newRealFixture(t)
+			port, err := f.hh.LinkByName(realPort)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range []*netlink.Route{
+				{Table: 100, Dst: toIPNet(netip.MustParsePrefix("0.0.0.0/0")), Gw: net.ParseIP(peerAddr), Protocol: unix.RTPROT_STATIC},
+				{Table: 100, Dst: toIPNet(netip.MustParsePrefix("192.0.2.0/24")), Scope: netlink.SCOPE_LINK, Src: net.ParseIP("192.0.2.1")},
+				{Table: 1001, Dst: toIPNet(netip.MustParsePrefix("2001:db8:3::/48")), Gw: net.ParseIP("2001:db8:1::fe"), Priority: 30, Protocol: unix.RTPROT_STATIC},
+			} {
+				r.LinkIndex = port.Attrs().Index
+				if err := f.hh.RouteAdd(r); err != nil {
+					t.Fatalf("add route %v: %v", r, err)
+				}
+			}
+			before, tables := dumpNS(t, f.hh), dumpTables(t, f.hh)
+			if strings.Count(tables, "\n") != 2 {
+				t.Fatalf("the fixture's tables:\n%s", tables)
+			}
+			spec := Spec{Mode: ModeMove, HostNetdev: realPort, PodIfName: "net1", KeepHostAddress: keep}
+			if !keep {
+				spec.Addresses = prefixes("192.0.2.50/24")
+			}
+			var j journal
+			st, err := f.a.Attach(ctx, spec, f.target, j.save)
+			if err != nil {
+				t.Fatalf("Attach: %v", err)
+			}
+			if got := dumpTables(t, f.hh); got != "" {
+				t.Errorf("the host's tables still have routes through the moved port:\n%s", got)
+			}
+			if got := dumpTables(t, f.ph); got != "" {
+				t.Errorf("the pod got routes in tables other than main:\n%s", got)
+			}
+			if err := f.a.Detach(ctx, st, j.save); err != nil {
+				t.Fatalf("Detach: %v", err)
+			}
+			if diff := cmp.Diff(before, dumpNS(t, f.hh)); diff != "" {
+				t.Errorf("host's main table after Detach (-before +after):\n%s", diff)
+			}
+			if diff := cmp.Diff(tables, dumpTables(t, f.hh)); diff != "" {
+				t.Errorf("host's other tables after Detach (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
+
+// dumpTables is a canonical text of the routes of a real namespace in tables other than
+// main and local (the kernel's), without link-local and multicast destinations.
+func dumpTables(t testing.TB, h *netlink.Handle) string {
+	t.Helper()
+	routes, err := h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{}, netlink.RT_FILTER_TABLE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, r := range routes {
+		if r.Table == unix.RT_TABLE_MAIN || r.Table == unix.RT_TABLE_LOCAL ||
+			r.Dst != nil && (r.Dst.IP.IsLinkLocalUnicast() || r.Dst.IP.IsMulticast()) {
+			continue
+		}
+		l, err := h.LinkByIndex(r.LinkIndex)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, fmt.Sprintf("table %d %v via %v src %v dev %s proto %d metric %d scope %d",
+			r.Table, r.Dst, r.Gw, r.Src, l.Attrs().Name, r.Protocol, r.Priority, r.Scope))
+	}
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
 }

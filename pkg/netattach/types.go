@@ -95,6 +95,8 @@ type HostSnapshot struct {
 
 // HostRoute is a route of the host through a netdev that moved, as it is restored.
 // Routes the kernel makes itself (the prefix routes of addresses) are not recorded.
+// Routes of every table are (per-rail policy routing keeps a rail's routes in a table
+// of its own); Table is 0 for main.
 type HostRoute struct {
 	Dst      netip.Prefix `json:"dst"`
 	Gateway  netip.Addr   `json:"gateway,omitzero"`
@@ -165,7 +167,10 @@ type Netlink interface {
 	LinkSetNsFd(link netlink.Link, fd int) error
 	AddrList(link netlink.Link, family int) ([]netlink.Addr, error)
 	AddrAdd(link netlink.Link, addr *netlink.Addr) error
+	// RouteList lists the main table's routes only.
 	RouteList(link netlink.Link, family int) ([]netlink.Route, error)
+	// RouteListFiltered lists every table's routes with RT_FILTER_TABLE and Table 0.
+	RouteListFiltered(family int, filter *netlink.Route, filterMask uint64) ([]netlink.Route, error)
 	RouteAdd(route *netlink.Route) error
 }
 
