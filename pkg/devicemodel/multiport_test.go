@@ -273,3 +273,40 @@ func TestMultiPortAllocation(t *testing.T) {
 		})
 	}
 }
+
+// TestExclusiveConflict: the prepare guard's rule. An exclusive device conflicts with
+// every device of its port and of the other ports of its RDMA device; shares do not
+// conflict with shares.
+func TestExclusiveConflict(t *testing.T) {
+	excl := func(ibdev string, port int) Holding {
+		return Holding{IBDev: ibdev, PortKey: DeviceName(ibdev, port), Exclusive: true}
+	}
+	shared := func(ibdev string, port int) Holding {
+		return Holding{IBDev: ibdev, PortKey: DeviceName(ibdev, port)}
+	}
+	for _, tc := range []struct {
+		name       string
+		want, held Holding
+		wantWhy    string // substring; empty: no conflict
+	}{
+		{name: "exclusive, same port", want: excl("mlx4_0", 1), held: excl("mlx4_0", 1), wantWhy: "an exclusive device needs its port to itself"},
+		{name: "exclusive on a shared port", want: excl("mlx4_0", 1), held: shared("mlx4_0", 1), wantWhy: "an exclusive device needs its port to itself"},
+		{name: "share of an exclusive port", want: shared("mlx4_0", 1), held: excl("mlx4_0", 1), wantWhy: "the port is held exclusively"},
+		{name: "exclusive, sibling port exclusive", want: excl("mlx4_0", 2), held: excl("mlx4_0", 1),
+			wantWhy: "an exclusive device needs every port of its RDMA device mlx4_0 to itself: they share one uverbs device"},
+		{name: "exclusive, sibling port shared", want: excl("mlx4_0", 2), held: shared("mlx4_0", 1), wantWhy: "every port of its RDMA device mlx4_0"},
+		{name: "share, sibling port exclusive", want: shared("mlx4_0", 2), held: excl("mlx4_0", 1),
+			wantWhy: "another port of RDMA device mlx4_0 is held exclusively, and its ports share one uverbs device"},
+		{name: "shares of sibling ports", want: shared("mlx4_0", 2), held: shared("mlx4_0", 1)},
+		{name: "shares of one port", want: shared("mlx4_0", 1), held: shared("mlx4_0", 1)},
+		{name: "exclusive, other RDMA devices", want: excl("mlx5_0", 1), held: excl("mlx5_1", 1)},
+		{name: "unknown RDMA devices match nothing", want: Holding{PortKey: "a-p1", Exclusive: true}, held: Holding{PortKey: "a-p2", Exclusive: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ExclusiveConflict(tc.want, tc.held)
+			if tc.wantWhy == "" && got != "" || tc.wantWhy != "" && !strings.Contains(got, tc.wantWhy) {
+				t.Errorf("ExclusiveConflict = %q, want %q", got, tc.wantWhy)
+			}
+		})
+	}
+}

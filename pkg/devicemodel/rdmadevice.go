@@ -36,6 +36,8 @@ import (
 //     published one gets an exclusive device (legacy exclusive mode, which is also the
 //     exclusive RDMA netns mode); the other ports are not published and are reported.
 //     Single-share devices are shared by design and are published for every port.
+//
+// The plugin's prepare guard applies the same rule (ExclusiveConflict).
 
 // buildRDMADevice makes the devices of the selected ports of one RDMA device, in port
 // order, and reports the ports it cannot publish. The counter set of the RDMA device, if
@@ -145,4 +147,40 @@ func counterConsumption(set *resourceapi.CounterSet, mode Mode) []resourceapi.De
 // down to the cached string.
 func counterValue(n int) apiresource.Quantity {
 	return apiresource.MustParse(strconv.Itoa(n))
+}
+
+// Holding is a device as a claim holds it on the node: what ExclusiveConflict compares.
+type Holding struct {
+	// IBDev is the RDMA device; empty when unknown.
+	IBDev string
+	// PortKey is the port (the name of its exclusive device); empty when unknown.
+	PortKey string
+	// Exclusive is true for an exclusive device.
+	Exclusive bool
+}
+
+// ExclusiveConflict says why the devices want and held cannot be prepared for two
+// different claims because one of them is exclusive, or "" when exclusivity does not
+// keep them apart (shares and share counts are for the caller to check). An exclusive
+// device needs its port to itself and, since the ports of an RDMA device share its
+// uverbs device, every other port of its RDMA device too, in every model. It is the
+// prepare-time twin of the counters the model publishes, for allocations the scheduler
+// should never have made.
+func ExclusiveConflict(want, held Holding) string {
+	if !want.Exclusive && !held.Exclusive {
+		return ""
+	}
+	samePort := want.PortKey != "" && want.PortKey == held.PortKey
+	sameDevice := want.IBDev != "" && want.IBDev == held.IBDev
+	switch {
+	case samePort && want.Exclusive:
+		return "an exclusive device needs its port to itself"
+	case samePort:
+		return "the port is held exclusively"
+	case sameDevice && want.Exclusive:
+		return fmt.Sprintf("an exclusive device needs every port of its RDMA device %s to itself: they share one uverbs device", want.IBDev)
+	case sameDevice:
+		return fmt.Sprintf("another port of RDMA device %s is held exclusively, and its ports share one uverbs device", held.IBDev)
+	}
+	return ""
 }

@@ -15,11 +15,13 @@ import (
 // two unrelated workloads sharing a port that one of them was promised alone, or more
 // workloads sharing a port than it was published for.
 //
-// Two devices of different claims conflict when they are on the same port and either
-// is exclusive, or when they are the same device with the same share ID (a legacy
-// single-share device, or a share that was somehow handed out twice). Shares of one
-// shared device with different share IDs are the point of sharing and conflict only
-// when together they consume more than the device's published capacity (checkShares).
+// Two devices of different claims conflict when either is exclusive and they are on the
+// same port or on ports of the same RDMA device, which share its uverbs node
+// (devicemodel.ExclusiveConflict), or when they are the same device with the same share
+// ID (a legacy single-share device, or a share that was somehow handed out twice).
+// Shares of one shared device with different share IDs are the point of sharing and
+// conflict only when together they consume more than the device's published capacity
+// (checkShares).
 // Admin-access allocations only observe and conflict with nothing. Entries in both
 // phases count: a Started entry may be completed by the kubelet's retry.
 //
@@ -52,16 +54,18 @@ func checkOverlap(cp *checkpoint.Checkpoint, want *checkpoint.Claim) error {
 
 // conflict says why two devices of different claims cannot both be prepared, or "".
 func conflict(want, held checkpoint.Device) string {
-	samePort := want.PortKey != "" && want.PortKey == held.PortKey
-	switch {
-	case samePort && want.Exclusive:
-		return "an exclusive device needs its port to itself"
-	case samePort && held.Exclusive:
-		return "the port is held exclusively"
-	case want.Pool == held.Pool && want.Device == held.Device && want.ShareID == held.ShareID:
+	if why := devicemodel.ExclusiveConflict(holding(want), holding(held)); why != "" {
+		return why
+	}
+	if want.Pool == held.Pool && want.Device == held.Device && want.ShareID == held.ShareID {
 		return "the same device share is already in use"
 	}
 	return ""
+}
+
+// holding is what devicemodel.ExclusiveConflict compares of a prepared device.
+func holding(d checkpoint.Device) devicemodel.Holding {
+	return devicemodel.Holding{IBDev: d.IBDev, PortKey: d.PortKey, Exclusive: d.Exclusive}
 }
 
 // checkShares refuses a claim whose shares of a shared device, added to those that other
