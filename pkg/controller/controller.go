@@ -88,10 +88,17 @@ type registration struct {
 
 // handlers are the event handlers of the four informers. Pools are few: any change of
 // one may change another's extended resource name conflict, so every pool is looked at
-// again. A slice or claim event enqueues only the pools whose counts it can change.
+// again, and the pool of the event itself, which the lister no longer has once it is
+// deleted: its sync deletes its DeviceClass. A slice or claim event enqueues only the
+// pools whose counts it can change.
 func (c *Controller) handlers(ctx context.Context) []registration {
 	return []registration{
-		{c.poolInformer, handler(func(any, bool) { c.enqueueAll() })},
+		{c.poolInformer, handler(func(obj any, _ bool) {
+			if pool, ok := obj.(*v1alpha1.RdmaPool); ok {
+				c.queue.Add(pool.Name)
+			}
+			c.enqueueAll()
+		})},
 		{c.classInformer, handler(func(obj any, _ bool) {
 			if class, ok := obj.(*resourceapi.DeviceClass); ok {
 				c.queue.Add(class.Name)
