@@ -109,17 +109,16 @@ func claimSpecs(objs []object) map[string]resourceapi.ResourceClaimSpec {
 // reads only attributes the device model publishes, matchAttribute names one, pods refer
 // to claims and templates that exist, and opaque configs are valid RdmaConfigs.
 func TestDemoManifests(t *testing.T) {
-	classes := sets.New[string]()
-	// The controller names each pool's DeviceClass after the pool.
-	for _, p := range only[*rdmav1alpha1.RdmaPool](decodeFile(t, staticFiles[0])) {
-		classes.Insert(p.Name)
-	}
+	// The controller names each pool's DeviceClass after the pool; a demo may bring pools
+	// of its own (an admin's grant of network attachment).
+	chartPools := only[*rdmav1alpha1.RdmaPool](decodeFile(t, staticFiles[0]))
 	foreignClasses := sets.New("gpu.nvidia.com") // another driver's, documented in the README
 	knownAttrs, _ := knownNames()
 
 	for _, file := range demoFiles(t) {
 		t.Run(strings.TrimPrefix(file, "../demo/"), func(t *testing.T) {
 			objs := decodeFile(t, file)
+			classes := poolConfigs(t, append(slices.Clone(chartPools), only[*rdmav1alpha1.RdmaPool](objs)...))
 			if _, err := os.Stat(filepath.Join(filepath.Dir(file), "README.md")); err != nil {
 				t.Errorf("no README.md next to the manifest: %v", err)
 			}
@@ -133,7 +132,9 @@ func TestDemoManifests(t *testing.T) {
 			}
 			for _, o := range objs {
 				m := o.obj.(metav1.Object)
-				if _, isNS := o.obj.(*corev1.Namespace); !isNS && !namespaces.Has(m.GetNamespace()) {
+				_, isNS := o.obj.(*corev1.Namespace)
+				_, isPool := o.obj.(*rdmav1alpha1.RdmaPool) // cluster-scoped
+				if !isNS && !isPool && !namespaces.Has(m.GetNamespace()) {
 					t.Errorf("%T %s is in namespace %q, which the file does not create", o.obj, m.GetName(), m.GetNamespace())
 				}
 				for where, pod := range podSpecs(o.obj) {
@@ -144,7 +145,28 @@ func TestDemoManifests(t *testing.T) {
 	}
 }
 
-func checkClaimSpec(t *testing.T, name string, spec resourceapi.ResourceClaimSpec, classes, foreign, knownAttrs sets.Set[string]) {
+// poolConfigs returns the RdmaConfig of each pool's DeviceClass by name (nil for a pool
+// without config).
+func poolConfigs(t *testing.T, pools []*rdmav1alpha1.RdmaPool) map[string]*rdmav1alpha1.RdmaConfig {
+	t.Helper()
+	out := map[string]*rdmav1alpha1.RdmaConfig{}
+	for _, p := range pools {
+		out[p.Name] = nil
+		if p.Spec.Config == nil {
+			continue
+		}
+		c, err := rdmav1alpha1.DecodeConfig(p.Spec.Config.Raw)
+		if err != nil {
+			t.Fatalf("pool %s: %v", p.Name, err)
+		}
+		out[p.Name] = c
+	}
+	return out
+}
+
+// checkClaimSpec checks one claim of a demo; classes are the RdmaConfigs of the driver's
+// DeviceClasses, whose admin limits the claim's configs must keep.
+func checkClaimSpec(t *testing.T, name string, spec resourceapi.ResourceClaimSpec, classes map[string]*rdmav1alpha1.RdmaConfig, foreign, knownAttrs sets.Set[string]) {
 	t.Helper()
 	requests := sets.New[string]()
 	type sub struct {
@@ -168,7 +190,7 @@ func checkClaimSpec(t *testing.T, name string, spec resourceapi.ResourceClaimSpe
 		}
 	}
 	for _, s := range subs {
-		ours := classes.Has(s.class)
+		_, ours := classes[s.class]
 		if !ours && !foreign.Has(s.class) {
 			t.Errorf("%s: request %s uses DeviceClass %q, which neither the chart nor the README provides", name, s.name, s.class)
 		}
@@ -221,8 +243,17 @@ func checkClaimSpec(t *testing.T, name string, spec resourceapi.ResourceClaimSpe
 			t.Errorf("%s: config %d: %v", name, i, err)
 			continue
 		}
-		if errs := c.Validate(field.NewPath("parameters")); len(errs) > 0 {
+		if errs := c.ValidateFor(field.NewPath("parameters"), rdmav1alpha1.SourceClaim); len(errs) > 0 {
 			t.Errorf("%s: config %d: %v", name, i, errs.ToAggregate())
+		}
+		// What the webhook and prepare refuse: a value beyond the class's admin limits.
+		for _, s := range subs {
+			if len(cfg.Requests) > 0 && !slices.Contains(cfg.Requests, s.name) {
+				continue
+			}
+			if errs := rdmav1alpha1.ExceedsLimits(field.NewPath("parameters"), c, []*rdmav1alpha1.RdmaConfig{classes[s.class]}); len(errs) > 0 {
+				t.Errorf("%s: config %d exceeds the limits of DeviceClass %s: %v", name, i, s.class, errs.ToAggregate())
+			}
 		}
 	}
 }
