@@ -146,13 +146,13 @@ func (n *nriPlugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ct
 			devices = append(devices, d.GetPath())
 		}
 	}
-	env, err := n.net.containerEnv(ctx, pod.GetUid(), devices)
+	env, err := n.net.sandboxEnv(ctx, pod.GetUid(), netnsOf(pod), devices)
 	if errors.Is(err, errAttachmentMissing) {
 		n.log.Info("Attaching at container creation: the pod sandbox was created without its attachment", "pod", podName(pod))
 		if err := n.net.attachPod(ctx, pod.GetUid(), podName(pod), netnsOf(pod)); err != nil {
 			return nil, nil, err
 		}
-		env, err = n.net.containerEnv(ctx, pod.GetUid(), devices)
+		env, err = n.net.sandboxEnv(ctx, pod.GetUid(), netnsOf(pod), devices)
 	}
 	if err != nil {
 		return nil, nil, err
@@ -174,10 +174,11 @@ func (n *nriPlugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ct
 }
 
 // StopPodSandbox detaches while the pod's namespace still exists, so that a moved
-// netdev returns with everything it had.
+// netdev returns with everything it had. Only the attachments into this sandbox go: the
+// kubelet stops and removes an old sandbox of the pod after its new one runs.
 func (n *nriPlugin) StopPodSandbox(ctx context.Context, pod *api.PodSandbox) error {
 	ctx = klog.NewContext(ctx, n.log)
-	if err := n.net.detachPod(ctx, pod.GetUid()); err != nil {
+	if err := n.net.detachSandbox(ctx, pod.GetUid(), netnsOf(pod)); err != nil {
 		n.log.Error(err, "Network detachment failed", "pod", podName(pod))
 		return err
 	}

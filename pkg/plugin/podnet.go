@@ -227,11 +227,13 @@ func (p *podNetwork) attachOne(ctx context.Context, w podWork, pod, netnsPath st
 				return false, nil
 			}
 			if a := nd.attachment(pod); a != nil {
-				if a.State.Phase == netattach.PhaseAttached {
+				if a.State.Phase == netattach.PhaseAttached && a.State.Target.NetnsPath == netnsPath {
 					skip = true
 					return false, nil
 				}
-				// An attach or detach interrupted by a crash: undo it first.
+				// An attach or detach interrupted by a crash, or an attachment into an
+				// earlier sandbox of the pod (the runtime created the pod's sandbox
+				// again, and the old one's namespace is gone or going): undo it first.
 				st := a.State
 				previous = &st
 				return false, nil
@@ -252,7 +254,8 @@ func (p *podNetwork) attachOne(ctx context.Context, w podWork, pod, netnsPath st
 		return false, err
 	}
 	if previous != nil {
-		klog.FromContext(ctx).Info("Undoing an interrupted attachment before attaching again", "claim", w.claim, "phase", previous.Phase)
+		klog.FromContext(ctx).Info("Undoing an interrupted attachment, or one into an earlier sandbox of the pod, before attaching again",
+			"claim", w.claim, "phase", previous.Phase, "netns", previous.Target.NetnsPath)
 		if err := p.detachState(ctx, w, pod, *previous); err != nil {
 			return false, err
 		}

@@ -16,8 +16,17 @@ import (
 // The teardown half of podnet.go: detaching a pod's attachments at StopPodSandbox or
 // RemovePodSandbox, a claim's at unprepare, and the attachment marks.
 
-// detachPod detaches everything attached into pod.
+// detachPod detaches everything attached into pod, in any of its sandboxes.
 func (p *podNetwork) detachPod(ctx context.Context, pod string) error {
+	return p.detachSandbox(ctx, pod, "")
+}
+
+// detachSandbox detaches what is attached into the sandbox of pod whose network
+// namespace is netnsPath; empty detaches from every sandbox of the pod. A pod has more
+// than one sandbox when the runtime creates its sandbox again: the kubelet stops and
+// removes the old one after the new one runs, and those events must leave the new
+// sandbox's attachments alone.
+func (p *podNetwork) detachSandbox(ctx context.Context, pod, netnsPath string) error {
 	logger := klog.FromContext(ctx).WithValues("podUID", pod)
 	ctx = klog.NewContext(ctx, logger)
 	work, held, err := p.lockPodClaims(ctx, pod)
@@ -28,20 +37,21 @@ func (p *podNetwork) detachPod(ctx context.Context, pod string) error {
 	var errs []error
 	// In reverse, so that interfaces go in the opposite order they came.
 	for i := len(work) - 1; i >= 0; i-- {
-		if err := p.detachOne(ctx, work[i], pod); err != nil && !errors.Is(err, errClaimGone) {
+		if err := p.detachOne(ctx, work[i], pod, netnsPath); err != nil && !errors.Is(err, errClaimGone) {
 			errs = append(errs, fmt.Errorf("claim %s: %w", work[i].claim, err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// detachOne detaches one device from pod if it is attached there.
-func (p *podNetwork) detachOne(ctx context.Context, w podWork, pod string) error {
+// detachOne detaches one device from pod if it is attached there, in the sandbox whose
+// network namespace is netnsPath (empty: in any).
+func (p *podNetwork) detachOne(ctx context.Context, w podWork, pod, netnsPath string) error {
 	var st *netattach.State
 	err := p.d.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
 		st = nil
 		return withDevice(cp, w, func(_ *claimNetwork, nd *networkDevice) (bool, error) {
-			if a := nd.attachment(pod); a != nil {
+			if a := nd.attachment(pod); a != nil && (netnsPath == "" || a.State.Target.NetnsPath == netnsPath) {
 				s := a.State
 				st = &s
 			}

@@ -17,13 +17,20 @@ import (
 	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
 )
 
-// containerEnv returns the environment a container of pod gets from its attachments:
+// containerEnv is sandboxEnv for the attachments of pod in any of its sandboxes.
+func (p *podNetwork) containerEnv(ctx context.Context, pod string, devices []string) (map[string]string, error) {
+	return p.sandboxEnv(ctx, pod, "", devices)
+}
+
+// sandboxEnv returns the environment a container of pod gets from its attachments:
 // NCCL_IB_GID_INDEX and UCX_IB_GID_INDEX (the GID index of the pod's own address, where
 // every attached RoCE device of the container agrees and the claim's gidIndex policy is
 // auto) and NCCL_SOCKET_IFNAME (where a device asks for it). devices are the
 // container's device node paths; nil means unknown, and then every attachment of the
-// pod counts.
-func (p *podNetwork) containerEnv(ctx context.Context, pod string, devices []string) (map[string]string, error) {
+// pod counts. netnsPath is the network namespace of the container's sandbox: an
+// attachment into another (earlier) sandbox of the pod counts as missing; empty takes
+// any.
+func (p *podNetwork) sandboxEnv(ctx context.Context, pod, netnsPath string, devices []string) (map[string]string, error) {
 	type found struct {
 		gid    *int
 		policy v1alpha1.GIDIndexPolicy
@@ -40,7 +47,7 @@ func (p *podNetwork) containerEnv(ctx context.Context, pod string, devices []str
 					continue
 				}
 				a := nd.attachment(pod)
-				if a == nil || a.State.Phase != netattach.PhaseAttached {
+				if a == nil || a.State.Phase != netattach.PhaseAttached || (netnsPath != "" && a.State.Target.NetnsPath != netnsPath) {
 					if n.hasPod(pod) {
 						missing = true
 					}
