@@ -2,6 +2,8 @@ package netattach
 
 import (
 	"errors"
+	"fmt"
+	"net"
 	"net/netip"
 	"strings"
 	"testing"
@@ -104,4 +106,95 @@ func TestMoveRestoresEveryTable(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDetachFindsTamperedNetdev lets the pod (which may hold NET_ADMIN in its namespace)
+// rename the moved netdev, change its MAC and give its temporary name to a link of its
+// own, with the pod's namespace alive or dead at Detach: Detach must find the netdev by
+// what the pod cannot change and give it back with its own name and MAC, also when any
+// one of its operations fails first.
+func TestDetachFindsTamperedNetdev(t *testing.T) {
+	spec := Spec{Mode: ModeMove, HostNetdev: roceNetdev, PodIfName: "net1", KeepHostAddress: true, IBDevice: ibdev}
+	for _, tc := range []struct {
+		name            string
+		newName, newMAC string
+		squat           bool // a link of the pod's takes the attachment's temporary name
+		kill            bool // the pod's namespace dies before Detach
+	}{
+		{name: "renamed and re-addressed", newName: "evil0", newMAC: "02:66:00:00:00:01"},
+		{name: "temporary name taken by the pod", newName: "evil0", newMAC: "02:66:00:00:00:01", squat: true},
+		{name: "renamed and re-addressed, namespace gone", newName: "evil0", newMAC: "02:66:00:00:00:01", kill: true},
+		{name: "given the primary's name and MAC, namespace gone", newName: "eth0", newMAC: "52:54:00:00:00:01", kill: true},
+	} {
+		// setup attaches and tampers; done detaches and checks the world.
+		setup := func(t *testing.T) (*fixture, State, *journal, string) {
+			_, ctx := ktesting.NewTestContext(t)
+			f := newFixture(t)
+			before := f.world(t)
+			if tc.kill {
+				before = strings.Replace(before, "pod:\n", "pod:\n<gone>", 1)
+			}
+			j := &journal{}
+			st, err := f.a.Attach(ctx, spec, f.target, j.save)
+			if err != nil {
+				t.Fatalf("Attach: %v", err)
+			}
+			podNS := f.w.paths[podPath]
+			l := f.w.byName(podNS, spec.PodIfName)
+			mac, err := net.ParseMAC(tc.newMAC)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.attrs.Name, l.attrs.HardwareAddr = tc.newName, mac
+			if tc.squat {
+				f.w.addLink(podNS, "veth", st.TempName, "02:66:00:00:00:02", 1500, true, "")
+			}
+			if tc.kill {
+				f.w.killNS(podPath)
+			}
+			return f, st, j, before
+		}
+		done := func(t *testing.T, f *fixture, before string) {
+			t.Helper()
+			if tc.squat {
+				if l := f.w.byName(f.w.paths[podPath], tempNameOf(t, f)); l != nil && l.kind == "veth" {
+					f.w.delete(l) // the pod's own link, which Detach must leave alone
+				}
+			}
+			if diff := cmp.Diff(before, f.world(t)); diff != "" {
+				t.Errorf("after Detach the world differs (-before +after):\n%s", diff)
+			}
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			f, st, j, before := setup(t)
+			start := f.w.opCount
+			if err := f.a.Detach(ctx, st, j.save); err != nil {
+				t.Fatalf("Detach: %v", err)
+			}
+			done(t, f, before)
+			ops := f.w.opCount - start
+			for k := 1; k <= ops; k++ {
+				t.Run(fmt.Sprintf("operation %d fails", k), func(t *testing.T) {
+					f, st, j, before := setup(t)
+					f.w.failAt = f.w.opCount + k
+					if err := f.a.Detach(ctx, st, j.save); err == nil {
+						t.Fatalf("Detach succeeded although operation %d failed", k)
+					}
+					f.w.failAt = 0
+					last, _ := j.last()
+					if err := f.a.Detach(ctx, last, j.save); err != nil {
+						t.Fatalf("Detach from the saved state: %v", err)
+					}
+					done(t, f, before)
+				})
+			}
+		})
+	}
+}
+
+// tempNameOf is the temporary name of the fixture's one attachment.
+func tempNameOf(t *testing.T, f *fixture) string {
+	t.Helper()
+	return tempName("rdt", State{Spec: Spec{Mode: ModeMove, HostNetdev: roceNetdev, PodIfName: "net1"}, Target: f.target}, 0)
 }

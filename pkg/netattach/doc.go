@@ -29,13 +29,17 @@
 // The caller's Journal saves the State before every step that changes the system, so the
 // saved State always covers at least what has been done (never less): the temporary name
 // before anything is created, the child's MAC before it is renamed, the host snapshot
-// before the netdev is touched, the pod addresses before they are added, RDMAMoved before
-// the RDMA move. Detach works from any saved State and any Phase, is idempotent, and
-// identifies what is its own by the temporary name, by kind and recorded MAC under the pod
-// name, and by MAC and kind for a moved netdev (which the kernel returns to the host,
-// possibly renamed devN, when the pod's namespace dies; Detach waits for it up to
-// Options.ReturnTimeout). Attach never resumes: after a crash the caller detaches from
-// the saved State and attaches again if the pod still runs.
+// before the netdev is touched, a moved netdev's ifindex in the pod before it is renamed
+// there, the pod addresses before they are added, RDMAMoved before the RDMA move. Detach
+// works from any saved State and any Phase, is idempotent, and identifies what is its
+// own by the temporary name, and by kind and recorded MAC under the pod name (a child);
+// a moved netdev, which a pod with NET_ADMIN may rename and give another MAC, by what
+// the pod cannot change (moved.go): its ifindex in the pod, and its permanent address
+// and parent device where the kernel reports them (which also find it after the kernel
+// returned it to the host, possibly renamed devN, when the pod's namespace died; Detach
+// waits for it up to Options.ReturnTimeout). It gives it back with its own MAC and name.
+// Attach never resumes: after a crash the caller detaches from the saved State and
+// attaches again if the pod still runs.
 //
 // # RDMA kernel
 //
@@ -54,7 +58,8 @@
 // IPv4, IPv6, MTU and a gateway route, with a datagram from the pod reaching the far end
 // of the port; move with the host's IPv4 and IPv6 addresses and routes taken into the pod
 // and restored exactly (protocol and metric included), and its routes of other tables
-// restored without going into the pod; a crash at every journal save of macvlan and move converging by Detach; the
+// restored without going into the pod; a moved netdev that the pod renamed, gave
+// another MAC and whose temporary name it took, given back as it was; a crash at every journal save of macvlan and move converging by Detach; the
 // pod namespace deleted before Detach (macvlan); the refusal of the netdev with the
 // default route, and of a port with a macvlan (with and without a node IP) or a bridge
 // master on it; and BenchmarkAttachDetachMacvlan.
@@ -65,7 +70,7 @@
 // are netns_immutable, CheckNotPrimary through bond master and slaves and through
 // VLANs, macvlans and ipvlans stacked on them, CheckNoUppers),
 // a moved physical netdev coming back from a dead pod namespace (renamed devN, late, or
-// not in time), the exclusive-mode RDMA device move (against EmulatedKernel), and a
+// not in time, renamed and re-addressed by the pod), the exclusive-mode RDMA device move (against EmulatedKernel), and a
 // failure of every netlink operation of Attach and Detach.
 //
 // On a real RDMA kernel, soft-RoCE in a VM (test/kernel, make e2e-kernel): SysfsKernel's

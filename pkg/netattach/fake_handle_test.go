@@ -45,6 +45,7 @@ type fakeHandle struct {
 func (h *fakeHandle) object(l *fakeLink) netlink.Link {
 	a := l.attrs
 	a.HardwareAddr = slices.Clone(l.attrs.HardwareAddr)
+	a.PermHWAddr = slices.Clone(l.attrs.PermHWAddr)
 	switch l.kind {
 	case "bond":
 		return &netlink.Bond{LinkAttrs: a}
@@ -88,6 +89,15 @@ func (h *fakeHandle) LinkByName(name string) (netlink.Link, error) {
 		return h.object(l), nil
 	}
 	return nil, notFound(name)
+}
+
+func (h *fakeHandle) LinkByIndex(index int) (netlink.Link, error) {
+	h.w.mu.Lock()
+	defer h.w.mu.Unlock()
+	if l := h.w.links[index]; l != nil && l.ns == h.ns {
+		return h.object(l), nil
+	}
+	return nil, notFound(fmt.Sprint(index))
 }
 
 func (h *fakeHandle) LinkList() ([]netlink.Link, error) {
@@ -234,6 +244,21 @@ func (h *fakeHandle) LinkSetMTU(link netlink.Link, mtu int) error {
 			return syscall.EINVAL
 		}
 		l.attrs.MTU = mtu
+		return nil
+	})
+}
+
+// LinkSetHardwareAddr needs the link down, as the kernel's eth_mac_addr does for
+// drivers without IFF_LIVE_ADDR_CHANGE.
+func (h *fakeHandle) LinkSetHardwareAddr(link netlink.Link, hw net.HardwareAddr) error {
+	return h.mutate("LinkSetHardwareAddr", link, func(l *fakeLink) error {
+		if l.attrs.Flags&net.FlagUp != 0 {
+			return syscall.EBUSY
+		}
+		if len(hw) != len(l.attrs.HardwareAddr) {
+			return syscall.EINVAL
+		}
+		l.attrs.HardwareAddr = slices.Clone(hw)
 		return nil
 	})
 }

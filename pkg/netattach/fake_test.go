@@ -79,6 +79,18 @@ func (w *fakeWorld) addLink(ns int, kind, name, mac string, mtu int, up bool, ma
 	if kind == "ipoib" {
 		l.attrs.HardwareAddr = ipoibAddr(uint64(w.nextIndex))
 	}
+	if kind == "device" || kind == "ipoib" {
+		// What the driver of a physical netdev gives it and nobody can change: its PCI
+		// function and (Ethernet) its burnt-in address, which a bond slave keeps when it
+		// takes the bond's MAC.
+		l.attrs.ParentDev, l.attrs.ParentDevBus = fmt.Sprintf("0000:%02x:00.0", w.nextIndex), "pci"
+		if kind == "device" {
+			l.attrs.PermHWAddr = slices.Clone(hw)
+			if master != "" {
+				l.attrs.PermHWAddr = net.HardwareAddr{0x00, 0x00, 0x5e, 0x00, 0x53, byte(w.nextIndex)}
+			}
+		}
+	}
 	w.nextIndex++
 	if up {
 		l.attrs.Flags = net.FlagUp

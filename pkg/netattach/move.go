@@ -1,12 +1,11 @@
 package netattach
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
-	"time"
+	"slices"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -30,6 +29,10 @@ func snapshot(nl Netlink, l netlink.Link) (*HostSnapshot, error) {
 	s := &HostSnapshot{
 		Name: attrs.Name, HardwareAddr: attrs.HardwareAddr.String(), Index: attrs.Index, Type: l.Type(),
 		MTU: attrs.MTU, Up: attrs.Flags&net.FlagUp != 0,
+		ParentDev: attrs.ParentDev, ParentDevBus: attrs.ParentDevBus,
+	}
+	if slices.ContainsFunc(attrs.PermHWAddr, func(b byte) bool { return b != 0 }) {
+		s.PermHardwareAddr = attrs.PermHWAddr.String()
 	}
 	addrs, err := nl.AddrList(l, netlink.FAMILY_ALL)
 	if err != nil {
@@ -127,6 +130,12 @@ func (r *run) attachMove() error {
 	if l, err = pnl.LinkByName(r.st.TempName); err != nil {
 		return fmt.Errorf("look up %s in the pod: %w", r.st.TempName, err)
 	}
+	// Before the pod can touch it (its containers start after the attach): from here
+	// on, its ifindex is what finds it.
+	r.st.PodIndex = l.Attrs().Index
+	if err := r.commit(); err != nil {
+		return err
+	}
 	if err := pnl.LinkSetName(l, spec.PodIfName); err != nil {
 		return fmt.Errorf("rename %s to %s in the pod: %w", r.st.TempName, spec.PodIfName, err)
 	}
@@ -152,33 +161,17 @@ func (r *run) attachMove() error {
 }
 
 // detachMove brings the netdev back to the host and restores it as snapshotted. It
-// finds the netdev by its hardware address: in the pod under the pod or temporary name,
-// else in the host under any name (the kernel returns a physical netdev whose namespace
-// died to the host, renamed to devN if its name is taken).
+// finds it (findMoved) by what the pod cannot change: in the pod, else in the host (the
+// kernel returns a physical netdev whose namespace died to the host, renamed to devN if
+// its name is taken).
 func (r *run) detachMove() error {
 	snap := r.st.Host
 	if snap == nil {
 		return nil // nothing was taken yet
 	}
 	if r.pod != nil {
-		pnl := r.pod.Netlink()
-		l, err := findMoved(pnl, snap, r.st.Spec.PodIfName, r.st.TempName, snap.Name)
-		if err != nil {
+		if err := r.returnFromPod(snap); err != nil {
 			return err
-		}
-		if l != nil {
-			if err := pnl.LinkSetDown(l); err != nil {
-				return fmt.Errorf("set %s down in the pod: %w", l.Attrs().Name, err)
-			}
-			if l.Attrs().Name != r.st.TempName {
-				if err := pnl.LinkSetName(l, r.st.TempName); err != nil {
-					return fmt.Errorf("rename %s to %s in the pod: %w", l.Attrs().Name, r.st.TempName, err)
-				}
-				l.Attrs().Name = r.st.TempName
-			}
-			if err := pnl.LinkSetNsFd(l, r.host.FD()); err != nil {
-				return fmt.Errorf("move %s back to the host: %w", snap.Name, err)
-			}
 		}
 	}
 	l, err := r.waitInHost(snap)
@@ -194,66 +187,53 @@ func (r *run) detachMove() error {
 	return r.restoreHost(l, snap)
 }
 
-// waitInHost finds the moved netdev in the host. When the pod's namespace is gone the
-// kernel returns it asynchronously, so it waits up to the return timeout.
-func (r *run) waitInHost(snap *HostSnapshot) (netlink.Link, error) {
-	start := r.a.clock.Now()
-	for {
-		l, err := findMoved(r.host.Netlink(), snap, snap.Name, r.st.TempName, r.st.Spec.PodIfName)
-		if err != nil || l != nil {
-			return l, err
-		}
-		if r.pod != nil || r.a.clock.Since(start) >= r.a.returnTimeout {
-			return nil, fmt.Errorf("netdev %s (%s) is neither in the pod nor back in the host", snap.Name, snap.HardwareAddr)
-		}
-		select {
-		case <-r.ctx.Done():
-			return nil, fmt.Errorf("wait for %s to return to the host: %w", snap.Name, context.Cause(r.ctx))
-		case <-r.a.clock.After(50 * time.Millisecond):
-		}
+// returnFromPod moves the netdev, if it is in the pod, back to the host under the
+// temporary name and with its own MAC: the pod may have named it like a host netdev or
+// given it another's MAC, and neither may reach the host.
+func (r *run) returnFromPod(snap *HostSnapshot) error {
+	pnl := r.pod.Netlink()
+	l, err := findMoved(pnl, snap, r.st.PodIndex, 0, r.st.Spec.PodIfName, r.st.TempName, snap.Name)
+	if err != nil || l == nil {
+		return err
 	}
+	if err := pnl.LinkSetDown(l); err != nil {
+		return fmt.Errorf("set %s down in the pod: %w", l.Attrs().Name, err)
+	}
+	if l.Attrs().Name != r.st.TempName {
+		if err := r.claimTempName(l); err != nil {
+			return err
+		}
+		if err := pnl.LinkSetName(l, r.st.TempName); err != nil {
+			return fmt.Errorf("rename %s to %s in the pod: %w", l.Attrs().Name, r.st.TempName, err)
+		}
+		l.Attrs().Name = r.st.TempName
+	}
+	if err := setMAC(pnl, l, snap.HardwareAddr); err != nil {
+		return fmt.Errorf("restore MAC %s of %s in the pod: %w", snap.HardwareAddr, snap.Name, err)
+	}
+	if err := pnl.LinkSetNsFd(l, r.host.FD()); err != nil {
+		return fmt.Errorf("move %s back to the host: %w", snap.Name, err)
+	}
+	return nil
 }
 
-// findMoved returns the link with the snapshot's hardware address and kind, looking at
-// the given names first, or nil.
-func findMoved(nl Netlink, snap *HostSnapshot, names ...string) (netlink.Link, error) {
-	match := func(l netlink.Link) bool {
-		return sameMAC(l.Attrs().HardwareAddr, snap.HardwareAddr) && l.Type() == snap.Type
-	}
-	for _, name := range names {
-		if name == "" {
-			continue
-		}
-		l, err := lookupLink(nl, name)
-		if err != nil {
-			return nil, err
-		}
-		if l != nil && match(l) {
-			return l, nil
-		}
-	}
-	links, err := nl.LinkList()
-	if err != nil {
-		return nil, fmt.Errorf("list links: %w", err)
-	}
-	for _, l := range links {
-		if match(l) {
-			return l, nil
-		}
-	}
-	return nil, nil
-}
-
-// restoreHost gives the returned netdev its name, MTU, addresses, up state and routes
+// restoreHost gives the returned netdev its name, MAC, MTU, addresses, up state and routes
 // back. Every step is idempotent.
 func (r *run) restoreHost(l netlink.Link, snap *HostSnapshot) error {
 	nl := r.host.Netlink()
-	if l.Attrs().Name != snap.Name {
+	if l.Attrs().Name != snap.Name || !sameMAC(l.Attrs().HardwareAddr, snap.HardwareAddr) {
+		// Renaming and a new MAC need the link down. A netdev the kernel returned from a
+		// dead namespace has the name and MAC the pod gave it.
 		if l.Attrs().Flags&net.FlagUp != 0 {
 			if err := nl.LinkSetDown(l); err != nil {
 				return fmt.Errorf("set %s down: %w", l.Attrs().Name, err)
 			}
 		}
+		if err := setMAC(nl, l, snap.HardwareAddr); err != nil {
+			return fmt.Errorf("restore MAC %s of %s: %w", snap.HardwareAddr, l.Attrs().Name, err)
+		}
+	}
+	if l.Attrs().Name != snap.Name {
 		if err := nl.LinkSetName(l, snap.Name); err != nil {
 			return fmt.Errorf("rename %s back to %s: %w", l.Attrs().Name, snap.Name, err)
 		}

@@ -186,3 +186,49 @@ func dumpTables(t testing.TB, h *netlink.Handle) string {
 	slices.Sort(lines)
 	return strings.Join(lines, "\n")
 }
+
+// TestRealMoveTamperedByPod does in the pod what a pod with NET_ADMIN can: rename the
+// moved netdev, give it another MAC, bring it up, and give its temporary name to a veth
+// of its own. Detach must still give the netdev back to the host exactly as it was.
+func TestRealMoveTamperedByPod(t *testing.T) {
+	for _, squat := range []bool{false, true} {
+		t.Run(fmt.Sprintf("temporary name taken=%v", squat), func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			f := newRealFixture(t)
+			before := dumpNS(t, f.hh)
+			var j journal
+			st, err := f.a.Attach(ctx, Spec{Mode: ModeMove, HostNetdev: realPort, PodIfName: "net1", KeepHostAddress: true}, f.target, j.save)
+			if err != nil {
+				t.Fatalf("Attach: %v", err)
+			}
+			l, err := f.ph.LinkByName("net1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, step := range []func() error{
+				func() error { return f.ph.LinkSetDown(l) },
+				func() error { return f.ph.LinkSetHardwareAddr(l, net.HardwareAddr{0x02, 0x66, 0, 0, 0, 1}) },
+				func() error { return f.ph.LinkSetName(l, "evil0") },
+				func() error { return f.ph.LinkSetUp(l) },
+			} {
+				if err := step(); err != nil {
+					t.Fatalf("tamper in the pod: %v", err)
+				}
+			}
+			if squat {
+				if err := f.ph.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: st.TempName}, PeerName: "squat1"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := f.a.Detach(ctx, st, j.save); err != nil {
+				t.Fatalf("Detach: %v", err)
+			}
+			if diff := cmp.Diff(before, dumpNS(t, f.hh)); diff != "" {
+				t.Errorf("host after Detach (-before +after):\n%s", diff)
+			}
+			if pod := dumpNS(t, f.ph); strings.Contains(pod, "evil0") || squat != strings.Contains(pod, st.TempName) {
+				t.Errorf("the pod still has the netdev, or lost its own link %s:\n%s", st.TempName, pod)
+			}
+		})
+	}
+}

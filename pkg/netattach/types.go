@@ -2,6 +2,7 @@ package netattach
 
 import (
 	"context"
+	"net"
 	"net/netip"
 	"time"
 
@@ -81,10 +82,19 @@ const (
 // HostSnapshot is the host netdev as it was before it moved into a pod (move mode).
 type HostSnapshot struct {
 	Name string `json:"name"`
-	// HardwareAddr is the netdev's MAC, used to find it again when the kernel returned
-	// it to the host under another name (moves between namespaces keep it).
+	// HardwareAddr is the netdev's MAC, which Detach gives back to it (the pod may
+	// change it, so it identifies the netdev only where nothing below is recorded).
 	HardwareAddr string `json:"hardwareAddr"`
-	Index        int    `json:"index,omitempty"`
+	// Index is the netdev's ifindex in the host before it moved.
+	Index int `json:"index,omitempty"`
+	// PermHardwareAddr, ParentDev and ParentDevBus are what the driver gave a physical
+	// netdev (IFLA_PERM_ADDRESS, IFLA_PARENT_DEV_NAME and _BUS_NAME: its burnt-in
+	// address and its PCI function) where the kernel reports them. Nobody can change
+	// them, so they identify the netdev whatever the pod named it or whatever MAC it gave
+	// it. Empty for virtual netdevs and on kernels that do not report them.
+	PermHardwareAddr string `json:"permHardwareAddr,omitempty"`
+	ParentDev        string `json:"parentDev,omitempty"`
+	ParentDevBus     string `json:"parentDevBus,omitempty"`
 	// Type is the kernel's link kind ("device" for a physical netdev, "bond", "veth" ...).
 	Type      string         `json:"type"`
 	MTU       int            `json:"mtu"`
@@ -120,6 +130,10 @@ type State struct {
 	TempName string `json:"tempName,omitempty"`
 	// Host (move mode): the netdev before it moved.
 	Host *HostSnapshot `json:"host,omitempty"`
+	// PodIndex (move mode) is the netdev's ifindex in the pod's namespace, recorded as
+	// soon as it is there: the pod cannot change it (nor give it to another link while
+	// the netdev holds it), so Detach finds the netdev by it in the pod.
+	PodIndex int `json:"podIndex,omitempty"`
 	// HardwareAddr of the pod interface, for the claim's networkData.
 	HardwareAddr string `json:"hardwareAddr,omitempty"`
 	// PodAddresses is what the pod interface ended up with.
@@ -157,6 +171,7 @@ type RDMAKernel interface {
 // *netlink.Handle implements it; tests use an in-memory model.
 type Netlink interface {
 	LinkByName(name string) (netlink.Link, error)
+	LinkByIndex(index int) (netlink.Link, error)
 	LinkList() ([]netlink.Link, error)
 	LinkAdd(link netlink.Link) error
 	LinkDel(link netlink.Link) error
@@ -164,6 +179,7 @@ type Netlink interface {
 	LinkSetDown(link netlink.Link) error
 	LinkSetName(link netlink.Link, name string) error
 	LinkSetMTU(link netlink.Link, mtu int) error
+	LinkSetHardwareAddr(link netlink.Link, hwaddr net.HardwareAddr) error
 	LinkSetNsFd(link netlink.Link, fd int) error
 	AddrList(link netlink.Link, family int) ([]netlink.Addr, error)
 	AddrAdd(link netlink.Link, addr *netlink.Addr) error
