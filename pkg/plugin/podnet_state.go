@@ -3,7 +3,6 @@ package plugin
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -62,7 +61,7 @@ func (p *podNetwork) sandboxEnv(ctx context.Context, pod, netnsPath string, devi
 		return false, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errCheckpointUnreadable, err)
+		return nil, err
 	}
 	if missing {
 		return nil, errAttachmentMissing
