@@ -126,6 +126,7 @@ func (n *nriPlugin) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) erro
 	ctx = klog.NewContext(ctx, n.log)
 	start := time.Now()
 	err := n.net.attachPod(ctx, pod.GetUid(), podName(pod), netnsOf(pod))
+	err = n.net.unlessNotOurs(ctx, pod, nil, err)
 	n.net.d.metrics.ObserveAttach(err, time.Since(start))
 	if err != nil {
 		n.log.Error(err, "Network attachment failed", "pod", podName(pod), "podUID", pod.GetUid())
@@ -150,12 +151,12 @@ func (n *nriPlugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ct
 	if errors.Is(err, errAttachmentMissing) {
 		n.log.Info("Attaching at container creation: the pod sandbox was created without its attachment", "pod", podName(pod))
 		if err := n.net.attachPod(ctx, pod.GetUid(), podName(pod), netnsOf(pod)); err != nil {
-			return nil, nil, err
+			return nil, nil, n.net.unlessNotOurs(ctx, pod, ctr, err)
 		}
 		env, err = n.net.sandboxEnv(ctx, pod.GetUid(), netnsOf(pod), devices)
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, n.net.unlessNotOurs(ctx, pod, ctr, err)
 	}
 	if len(env) == 0 {
 		return nil, nil, nil

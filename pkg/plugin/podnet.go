@@ -111,8 +111,11 @@ func (p *podNetwork) claimsOfPod(ctx context.Context, pod string) ([]podWork, er
 // claims it returns no work and holds nothing.
 func (p *podNetwork) lockPodClaims(ctx context.Context, pod string) ([]podWork, *heldClaims, error) {
 	work, err := p.claimsOfPod(ctx, pod)
-	if err != nil || len(work) == 0 {
-		return nil, nil, err
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", errCheckpointUnreadable, err)
+	}
+	if len(work) == 0 {
+		return nil, nil, nil
 	}
 	var uids []string
 	for _, w := range work {

@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -61,7 +62,7 @@ func (p *podNetwork) sandboxEnv(ctx context.Context, pod, netnsPath string, devi
 		return false, nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", errCheckpointUnreadable, err)
 	}
 	if missing {
 		return nil, errAttachmentMissing
