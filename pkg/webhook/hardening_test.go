@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -121,43 +120,19 @@ func TestReviewEnforcesClassLimits(t *testing.T) {
 	}
 }
 
-// TestLimitBoundsInFlight: with one slot taken, a second request waits its time and is
-// answered 503; once the slot is free, requests go through again.
-func TestLimitBoundsInFlight(t *testing.T) {
-	release := make(chan struct{})
-	entered := make(chan struct{}, 1)
-	h := Limit(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		entered <- struct{}{}
-		<-release
-	}), 1, 50*time.Millisecond)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, Path, nil))
-	}()
-	<-entered
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, Path, nil))
-	if rec.Code != http.StatusServiceUnavailable {
-		t.Errorf("second request: HTTP %d, want 503", rec.Code)
-	}
-	close(release)
-	wg.Wait()
-	rec = httptest.NewRecorder()
-	go func() { <-entered }()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, Path, nil))
-	if rec.Code != http.StatusOK {
-		t.Errorf("after release: HTTP %d", rec.Code)
-	}
-}
-
 // TestNewServerBoundsConnections: the webhook's server has every timeout and a header
-// limit, and its handler is the limited validator.
+// limit, reads and queues a review within the API server's timeout, and its handler is
+// the limited validator.
 func TestNewServerBoundsConnections(t *testing.T) {
 	srv := NewServer(context.Background(), ":0", &Validator{DriverName: "rdma.dra.io"}, nil)
 	if srv.ReadHeaderTimeout == 0 || srv.ReadTimeout == 0 || srv.WriteTimeout == 0 || srv.IdleTimeout == 0 || srv.MaxHeaderBytes == 0 {
 		t.Errorf("unbounded server: %+v", srv)
+	}
+	// The chart's webhook.timeoutSeconds.
+	const apiServerTimeout = 5 * time.Second
+	if ReadTimeout+SlotWait >= apiServerTimeout || srv.ReadTimeout != ReadTimeout {
+		t.Errorf("a review may take %s to read and %s to wait for a slot: not within the API server's %s",
+			srv.ReadTimeout, SlotWait, apiServerTimeout)
 	}
 	if MaxBody > 8<<20 || MaxBody < 6<<20 {
 		t.Errorf("MaxBody %d is not what the API server can send (two 3 MiB objects and metadata)", MaxBody)
