@@ -70,6 +70,10 @@ func TestEdgeInventories(t *testing.T) {
 		"user-named soft-RoCE":    {Ports: []discovery.Port{{IBDev: "RXE.Eth0", Port: 1, LinkLayer: "Ethernet", State: "ACTIVE", Virtual: true}}},
 		"no ports":                {},
 		"unknown facts, port 255": {Ports: []discovery.Port{{IBDev: "x", Port: 255}}},
+		// The ports of one RDMA device share a counter set (hca: n), which exclusive
+		// devices consume whole; legacy exclusive publishes one port per device.
+		"multi-port RDMA devices":                       {Ports: multiPortDevices()},
+		"multi-port RDMA devices, exclusive RDMA netns": {NetnsMode: discovery.NetnsModeExclusive, Ports: multiPortDevices()},
 	}
 	for name, inv := range inventories {
 		for _, m := range models {
@@ -226,23 +230,49 @@ func countDevices(slices []*resourceapi.ResourceSlice) int {
 	return n
 }
 
-// manyPorts makes n fully known InfiniBand ports; edit, if set, changes port i.
+// manyPorts makes n fully known InfiniBand ports, each its own RDMA device and PCI
+// function as on mlx5 adapters (TestValidationCanFail relies on their layout of one
+// counter set per port; multiPortDevices are the other kind); edit, if set, changes
+// port i.
 func manyPorts(n int, edit func(i int, p *discovery.Port)) []discovery.Port {
 	ports := make([]discovery.Port, 0, n)
 	for i := range n {
 		p := discovery.Port{
-			IBDev: fmt.Sprintf("mlx5_%d", i/2), Port: i%2 + 1,
+			IBDev: fmt.Sprintf("mlx5_%d", i), Port: 1,
 			LinkLayer: discovery.LinkLayerInfiniBand, State: "ACTIVE", PhysState: "LinkUp",
 			SpeedGbps: ptr.To(400), Netdev: fmt.Sprintf("ibp%ds0", i), MTU: ptr.To(4096), NUMANode: ptr.To(i % 2),
 			NodeGUID: "7c8c:0903:00c3:cfee", FWVer: "28.44.2524", BoardID: "MT_0000000838", HCAType: "MT4129",
 			Model: "ConnectX-7", VendorID: "15b3", DeviceID: "1021", Driver: "mlx5_core",
-			PCIBusID: fmt.Sprintf("0000:%02x:00.%d", i/2+1, i%2), PCIeRoot: "pci0000:00",
+			PCIBusID: fmt.Sprintf("0000:%02x:00.0", i+1), PCIeRoot: "pci0000:00",
 		}
 		if edit != nil {
 			edit(i, &p)
 		}
 		ports = append(ports, p)
 	}
+	return ports
+}
+
+// multiPortDevices are RDMA devices whose ports share one uverbs node: a dual-port mlx4
+// VPI adapter (InfiniBand and a DOWN RoCE port), a four-port iWARP adapter and one of 40
+// ports, more than any adapter has, for a counter set of hca: 40; and a single-port mlx5
+// device next to them.
+func multiPortDevices() []discovery.Port {
+	var ports []discovery.Port
+	add := func(ibdev string, n int, linkLayer string) {
+		for i := range n {
+			ports = append(ports, discovery.Port{
+				IBDev: ibdev, Port: i + 1, LinkLayer: linkLayer, State: "ACTIVE", PhysState: "LinkUp",
+				SpeedGbps: ptr.To(40), NodeGUID: "f452:1403:007b:e1a0", VendorID: "15b3", DeviceID: "1007",
+				PCIBusID: "0000:05:00.0", PCIeRoot: "pci0000:00",
+			})
+		}
+	}
+	add("mlx4_0", 2, discovery.LinkLayerInfiniBand)
+	ports[1].LinkLayer, ports[1].State, ports[1].GIDIndex = discovery.LinkLayerEthernet, "DOWN", ptr.To(3)
+	add("cxgb4_0", 4, discovery.LinkLayerEthernet)
+	add("big_0", 40, discovery.LinkLayerEthernet)
+	add("mlx5_0", 1, discovery.LinkLayerInfiniBand)
 	return ports
 }
 
