@@ -118,6 +118,9 @@ func (a *Attacher) Attach(ctx context.Context, spec Spec, target Target, save Jo
 	}
 
 	r := &run{a: a, ctx: ctx, log: logger, host: host, pod: pod, st: st, save: save}
+	if err := r.checkNodeBoundary(); err != nil {
+		return State{}, err // nothing saved or done yet
+	}
 	err = r.attach()
 	if err == nil {
 		logger.V(2).Info("Attached", "tempName", r.st.TempName, "addresses", r.st.PodAddresses,

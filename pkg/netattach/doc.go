@@ -24,6 +24,17 @@
 //   - In exclusive RDMA netns mode (Spec.RDMADevice) the RDMA device follows the netdev
 //     into the pod and is returned before it.
 //
+// # The node's boundary
+//
+// Whatever Spec reaches it (its addresses and routes come from the claim's config or the
+// node's address pools, checked before), Attach gives a pod no address the node holds
+// (on any link of the host's namespace, or a node IP), no address that is the gateway
+// of a host route of any table, and no route over a node address or through the node:
+// it refuses with ErrNodeAddress, naming each address and why, before it saves or
+// changes anything. KeepHostAddress is the admin's deliberate exception: the moved
+// netdev's own addresses and routes go to the pod. Detach refuses a State whose pod
+// namespace is the host's (ErrHostNamespace), as Attach does.
+//
 // # Crash safety
 //
 // The caller's Journal saves the State before every step that changes the system, so the
@@ -62,7 +73,8 @@
 // another MAC and whose temporary name it took, given back as it was; a crash at every journal save of macvlan and move converging by Detach; the
 // pod namespace deleted before Detach (macvlan); the refusal of the netdev with the
 // default route, and of a port with a macvlan (with and without a node IP) or a bridge
-// master on it; and BenchmarkAttachDetachMacvlan.
+// master on it; the refusal of the node's addresses, of host routes' gateways (main and
+// table 100) and of a default route; and BenchmarkAttachDetachMacvlan.
 //
 // Only with the fake netlink world (fake_test.go, an in-memory model of the kernel's rules
 // that matter here): ipvlan, the IPoIB child and its P_Key, bonds (a macvlan on a bond,

@@ -278,17 +278,24 @@ func (h *fakeHandle) LinkSetNsFd(link netlink.Link, fd int) error {
 	})
 }
 
+// AddrList lists the addresses of link, or of every link of the namespace for nil.
 func (h *fakeHandle) AddrList(link netlink.Link, family int) ([]netlink.Addr, error) {
 	h.w.mu.Lock()
 	defer h.w.mu.Unlock()
-	l, err := h.find(link)
-	if err != nil {
-		return nil, err
+	links := h.w.sortedLinks(h.ns)
+	if link != nil {
+		l, err := h.find(link)
+		if err != nil {
+			return nil, err
+		}
+		links = []*fakeLink{l}
 	}
 	var out []netlink.Addr
-	for _, p := range l.addrs {
-		if family == netlink.FAMILY_ALL || (family == netlink.FAMILY_V4) == p.Addr().Is4() {
-			out = append(out, netlink.Addr{IPNet: toIPNet(p), LinkIndex: l.attrs.Index, Flags: unix.IFA_F_PERMANENT})
+	for _, l := range links {
+		for _, p := range l.addrs {
+			if family == netlink.FAMILY_ALL || (family == netlink.FAMILY_V4) == p.Addr().Is4() {
+				out = append(out, netlink.Addr{IPNet: toIPNet(p), LinkIndex: l.attrs.Index, Flags: unix.IFA_F_PERMANENT})
+			}
 		}
 	}
 	return out, nil

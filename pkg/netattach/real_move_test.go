@@ -232,3 +232,46 @@ func TestRealMoveTamperedByPod(t *testing.T) {
 		})
 	}
 }
+
+// TestRealAttachRefusesNodeAddresses checks the node boundary against the real kernel's
+// dumps: the node IP, the gateway of a main and of a table-100 route, and a default
+// route are refused before the host or the pod changes.
+func TestRealAttachRefusesNodeAddresses(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		addrs  []netip.Prefix
+		routes []Route
+		text   string
+	}{
+		{name: "the node IP", addrs: prefixes("203.0.113.5/24"), text: "refuse pod address 203.0.113.5/24: reserved for the node: " + realPrimary + " has it, a node IP"},
+		{name: "the port's own address", addrs: prefixes("2001:db8:1::1/64"), text: realPort + " has it"},
+		{name: "a gateway of the main table", addrs: prefixes(peerAddr + "/24"), text: "the gateway of the host's route 198.51.100.0/24 on " + realPort},
+		{name: "a gateway of table 100", addrs: prefixes("192.0.2.253/24"), text: "on " + realPort + " (table 100)"},
+		{name: "a default route", addrs: prefixes("192.0.2.10/24"), routes: []Route{route("0.0.0.0/0", peerAddr)}, text: "refuse pod route 0.0.0.0/0: reserved for the node: it contains 192.0.2.1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			f := newRealFixture(t)
+			port, err := f.hh.LinkByName(realPort)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := f.hh.RouteAdd(&netlink.Route{LinkIndex: port.Attrs().Index, Table: 100, Dst: toIPNet(netip.MustParsePrefix("0.0.0.0/0")),
+				Gw: net.ParseIP("192.0.2.253")}); err != nil {
+				t.Fatal(err)
+			}
+			before, podBefore := dumpNS(t, f.hh), dumpNS(t, f.ph)
+			var j journal
+			_, err = f.a.Attach(ctx, Spec{Mode: ModeMacvlan, HostNetdev: realPort, PodIfName: "net1", Addresses: tc.addrs, Routes: tc.routes}, f.target, j.save)
+			if !errors.Is(err, ErrNodeAddress) || !strings.Contains(err.Error(), tc.text) {
+				t.Fatalf("Attach = %v, want ErrNodeAddress containing %q", err, tc.text)
+			}
+			if diff := cmp.Diff(before, dumpNS(t, f.hh)); diff != "" {
+				t.Errorf("a refused attach changed the host (-before +after):\n%s", diff)
+			}
+			if diff := cmp.Diff(podBefore, dumpNS(t, f.ph)); diff != "" || len(j.saved) != 0 {
+				t.Errorf("a refused attach saved %d states or changed the pod (-before +after):\n%s", len(j.saved), diff)
+			}
+		})
+	}
+}
