@@ -194,8 +194,8 @@ func TestStaticManifestsDecodeStrictly(t *testing.T) {
 				"*v1.DaemonSet", "*v1.Deployment", "*v1.Namespace", "*v1.NetworkPolicy",
 				"*v1.Role", "*v1.Role", "*v1.Role", "*v1.RoleBinding", "*v1.RoleBinding", "*v1.RoleBinding",
 				"*v1.Secret", "*v1.Service", "*v1.Service", "*v1.ServiceAccount", "*v1.ServiceAccount",
-				"*v1.ValidatingAdmissionPolicy", "*v1.ValidatingAdmissionPolicy", "*v1.ValidatingAdmissionPolicy",
-				"*v1.ValidatingAdmissionPolicyBinding", "*v1.ValidatingAdmissionPolicyBinding", "*v1.ValidatingAdmissionPolicyBinding",
+				"*v1.ValidatingAdmissionPolicy", "*v1.ValidatingAdmissionPolicy", "*v1.ValidatingAdmissionPolicy", "*v1.ValidatingAdmissionPolicy", "*v1.ValidatingAdmissionPolicy",
+				"*v1.ValidatingAdmissionPolicyBinding", "*v1.ValidatingAdmissionPolicyBinding", "*v1.ValidatingAdmissionPolicyBinding", "*v1.ValidatingAdmissionPolicyBinding", "*v1.ValidatingAdmissionPolicyBinding",
 				"*v1.ValidatingWebhookConfiguration",
 				"*v1alpha1.RdmaPool", "*v1alpha1.RdmaPool",
 			}

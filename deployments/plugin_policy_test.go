@@ -6,12 +6,15 @@ import (
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
+
+	"github.com/rdma-dra/rdma-dra-driver/pkg/addrlease"
 )
 
 // Issue 11, item 9: on 1.34 and 1.35 RBAC cannot limit the plugin's resourceclaims/status
@@ -222,5 +225,61 @@ func checkDenials(t *testing.T, denials []string, wantDeny string) {
 		t.Errorf("denied: %s", got)
 	case wantDeny != "" && !strings.Contains(got, wantDeny):
 		t.Errorf("denials %q, want one containing %q", got, wantDeny)
+	}
+}
+
+// TestAddressLeasePolicy: the plugin reserves static addresses with Leases of its own
+// node only (pkg/addrlease): it may create, take over and delete an address Lease whose
+// node is its own, and nothing else of the namespace's Leases.
+func TestAddressLeasePolicy(t *testing.T) {
+	objs := decodeFile(t, staticFiles[0])
+	policy, binding := policyNamed(t, objs, "-address-leases")
+	checkDenyBinding(t, policy, binding)
+	validator := compilePolicy(t, policy)
+	lease := func(node string, address bool) any {
+		l := &coordinationv1.Lease{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "coordination.k8s.io/v1", Kind: "Lease"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "rdma-dra-driver", Name: "rdma-addr-0ac80007"},
+		}
+		if node != "" {
+			l.Annotations = map[string]string{addrlease.AnnotationNode: node}
+		}
+		if address {
+			l.Labels = map[string]string{addrlease.LabelAddress: "true"}
+		}
+		return toUnstructured(t, l)
+	}
+	sa := pluginUser(t, objs, "node-a")
+	tests := []struct {
+		name           string
+		user           userInfo
+		op             string
+		obj, old       any
+		wantDeny       string
+		wantNotApplies bool
+	}{
+		{name: "create its own", user: sa, op: "CREATE", obj: lease("node-a", true)},
+		{name: "take over its own", user: sa, op: "UPDATE", obj: lease("node-a", true), old: lease("node-a", true)},
+		{name: "release its own", user: sa, op: "DELETE", old: lease("node-a", true)},
+		{name: "create for another node", user: sa, op: "CREATE", obj: lease("node-b", true), wantDeny: "may only write the address Leases of its own node"},
+		{name: "take over another node's", user: sa, op: "UPDATE", obj: lease("node-a", true), old: lease("node-b", true), wantDeny: "its own node"},
+		{name: "release another node's", user: sa, op: "DELETE", old: lease("node-b", true), wantDeny: "its own node"},
+		{name: "a Lease that is no address", user: sa, op: "CREATE", obj: lease("node-a", false), wantDeny: "only write Leases that reserve static addresses"},
+		{name: "delete a Lease without node", user: sa, op: "DELETE", old: lease("", false), wantDeny: "its own node"},
+		{name: "token not bound to a node", user: pluginUser(t, objs, ""), op: "CREATE", obj: lease("node-a", true), wantDeny: "not bound to a node"},
+		{name: "someone else is not matched", user: userInfo{name: "system:serviceaccount:kube-system:leader"}, op: "UPDATE", obj: lease("x", false), old: lease("y", false), wantNotApplies: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			request := map[string]any{"operation": tt.op, "userInfo": map[string]any{"username": tt.user.name, "extra": tt.user.extra}}
+			applies, denials, err := validator.evaluate(request, tt.obj, tt.old)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if applies == tt.wantNotApplies {
+				t.Fatalf("policy applies %v to %s, want %v", applies, tt.user.name, !tt.wantNotApplies)
+			}
+			checkDenials(t, denials, tt.wantDeny)
+		})
 	}
 }

@@ -173,7 +173,8 @@ func NewDriver(ctx context.Context, opts DriverOptions) (*Driver, error) {
 		metadataFiles:   opts.MetadataFiles,
 	}
 	if opts.Network != nil {
-		d.net = &podNetwork{d: d, attacher: opts.Network.Attacher, pools: opts.Network.Pools, socket: opts.Network.Socket, markDir: opts.Network.MarkDir}
+		d.net = &podNetwork{d: d, attacher: opts.Network.Attacher, pools: opts.Network.Pools, socket: opts.Network.Socket, markDir: opts.Network.MarkDir,
+			addresses: opts.Network.Addresses}
 	}
 	if d.netnsExclusive == nil {
 		d.netnsExclusive = func() bool { return false }

@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,8 +10,11 @@ import (
 	"slices"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 
 	"github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/addrlease"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
@@ -355,4 +359,61 @@ func (p *podNetwork) checkStaticAddresses(addrs []string) error {
 		}
 	}
 	return nil
+}
+
+// staticAddresses returns the static addresses an entry's network record asks for.
+func staticAddresses(entry *checkpoint.Claim) ([]netip.Addr, error) {
+	n, err := networkOf(entry)
+	if err != nil || n == nil {
+		return nil, err
+	}
+	var out []netip.Addr
+	for _, nd := range n.Devices {
+		pfxs, err := staticPrefixes(nd.Config.Addresses)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range pfxs {
+			out = append(out, p.Addr())
+		}
+	}
+	return out, nil
+}
+
+// reserveAddresses reserves the static addresses of a planned entry cluster-wide before
+// anything of the claim is written, so that no pod on another node holds one of them
+// (pkg/addrlease). Claims without static addresses cost nothing here.
+func (p *podNetwork) reserveAddresses(ctx context.Context, claim *resourceapi.ResourceClaim, entry *checkpoint.Claim) error {
+	addrs, err := staticAddresses(entry)
+	if err != nil || len(addrs) == 0 {
+		return err
+	}
+	if p == nil || p.addresses == nil {
+		return errors.New("static addresses need the plugin's namespace (--namespace), where their cluster-wide reservations are kept: without it no other node would know them")
+	}
+	for _, a := range addrs {
+		if err := p.addresses.Reserve(ctx, a, addrlease.Claim{UID: claim.UID, Namespace: claim.Namespace, Name: claim.Name}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// releaseAddresses gives up the static addresses of an unprepared entry. A failure is
+// logged: the reservation of a gone claim is taken over by the next claim of this node
+// that asks for the address.
+func (p *podNetwork) releaseAddresses(ctx context.Context, entry *checkpoint.Claim) {
+	if p == nil || p.addresses == nil {
+		return
+	}
+	addrs, err := staticAddresses(entry)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Could not read the static addresses of an unprepared claim", "claim", klog.KRef(entry.Namespace, entry.Name))
+		return
+	}
+	for _, a := range addrs {
+		if err := p.addresses.Release(ctx, a, types.UID(entry.UID)); err != nil {
+			klog.FromContext(ctx).Error(err, "Could not release a static address", "claim", klog.KRef(entry.Namespace, entry.Name), "address", a)
+		}
+	}
 }

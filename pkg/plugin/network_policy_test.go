@@ -1,11 +1,15 @@
 package plugin
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/rdma-dra/rdma-dra-driver/pkg/addrlease"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
 )
@@ -119,5 +123,59 @@ network:
 				t.Errorf("pool %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestStaticAddressReservedClusterWide: a static address is reserved cluster-wide when
+// its claim is prepared (one Lease per address) and released at unprepare; a claim that
+// asks for an address another claim holds, here on another node, is refused at prepare
+// with the holder, and nothing of it is written. Without a namespace for the
+// reservations static addresses are refused.
+func TestStaticAddressReservedClusterWide(t *testing.T) {
+	h := newHarness(t, "dgx-h100")
+	f := newFakeAttacher()
+	d := h.networkDriver(f)
+	static := func(addr string) string {
+		return `{"apiVersion":"rdma.dra.io/v1alpha1","kind":"RdmaConfig","network":{"mode":"macvlan","addresses":["` + addr + `"]}}`
+	}
+	a := h.reservedFor(h.claim("a", []alloc{{request: "rdma", device: "mlx5-8-p1"}},
+		opaque(resourceapi.AllocationConfigSourceClass, openClass), opaque(resourceapi.AllocationConfigSourceClaim, static("192.168.77.5/24"))), "pod-a")
+	if res := prepareOne(t, d, a); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	leases := h.kube.CoordinationV1().Leases("rdma-dra-driver")
+	name := addrlease.LeaseName(netip.MustParseAddr("192.168.77.5"))
+	l, err := leases.Get(h.ctx, name, metav1.GetOptions{})
+	if err != nil || *l.Spec.HolderIdentity != string(a.UID) {
+		t.Fatalf("lease of a's address: %+v, %v", l, err)
+	}
+
+	// Another node's plugin holds .6 for a live claim.
+	other := h.claim("other", []alloc{{request: "rdma", device: "mlx5-9-p1"}})
+	remote := &addrlease.Reserver{Kube: h.kube, Namespace: "rdma-dra-driver", Node: "node-2"}
+	if err := remote.Reserve(h.ctx, netip.MustParseAddr("192.168.77.6"), addrlease.Claim{UID: other.UID, Namespace: other.Namespace, Name: other.Name}); err != nil {
+		t.Fatal(err)
+	}
+	b := h.reservedFor(h.claim("b", []alloc{{request: "rdma", device: "mlx5-9-p1"}},
+		opaque(resourceapi.AllocationConfigSourceClass, openClass), opaque(resourceapi.AllocationConfigSourceClaim, static("192.168.77.6/24"))), "pod-b")
+	res := prepareOne(t, d, b)
+	if want := "static address 192.168.77.6: the address is held by another claim ns/other on node node-2"; res.Err == nil || !strings.Contains(res.Err.Error(), want) {
+		t.Fatalf("prepare of b: %v, want %q", res.Err, want)
+	}
+	if _, ok := h.checkpointClaims()[string(b.UID)]; ok {
+		t.Errorf("the refused claim b has a checkpoint entry")
+	}
+
+	unprepareOne(t, d, a)
+	if _, err := leases.Get(h.ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("lease of a's address after unprepare: %v, want gone", err)
+	}
+
+	// A plugin without a namespace for the reservations refuses static addresses.
+	d.net.addresses = nil
+	c := h.reservedFor(h.claim("c", []alloc{{request: "rdma", device: "mlx5-8-p1"}},
+		opaque(resourceapi.AllocationConfigSourceClass, openClass), opaque(resourceapi.AllocationConfigSourceClaim, static("192.168.77.7/24"))), "pod-c")
+	if res := prepareOne(t, d, c); res.Err == nil || !strings.Contains(res.Err.Error(), "static addresses need the plugin's namespace") {
+		t.Errorf("prepare without reservations: %v", res.Err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rdma-dra/rdma-dra-driver/internal/testwait"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/cdi"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/addrlease"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/netattach"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
@@ -108,7 +109,8 @@ network:
 		Store:   checkpoint.NewStore(h.dataDir, h.bootPath),
 		Specs:   newTestSpecs(h, markDir),
 		Devices: h.pub, Clock: h.clock, CleanupGrace: -1,
-		Network: &NetworkOptions{Attacher: f, Pools: &pools, Socket: "/run/nri/nri.sock", MarkDir: markDir},
+		Network: &NetworkOptions{Attacher: f, Pools: &pools, Socket: "/run/nri/nri.sock", MarkDir: markDir,
+			Addresses: &addrlease.Reserver{Kube: h.kube, Namespace: "rdma-dra-driver", Node: testNode}},
 	})
 	if err != nil {
 		h.t.Fatal(err)

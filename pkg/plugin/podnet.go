@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/addrlease"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/attachmark"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
@@ -42,6 +43,8 @@ type podNetwork struct {
 	// markDir keeps the attachment marks the CDI specs' hook waits for (pkg/attachmark);
 	// empty keeps none.
 	markDir string
+	// addresses reserves static addresses cluster-wide; nil refuses them.
+	addresses *addrlease.Reserver
 
 	mu        sync.Mutex
 	connected bool

@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/addrlease"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/netattach"
@@ -111,6 +112,9 @@ type NetworkOptions struct {
 	// MarkDir is where the attachment marks are kept (pkg/attachmark), which the CDI
 	// specs' hook waits for; empty keeps none.
 	MarkDir string
+	// Addresses reserves static pod addresses cluster-wide (pkg/addrlease); nil refuses
+	// static addresses, since no other node would know them.
+	Addresses *addrlease.Reserver
 }
 
 // NetworkAttachment returns the driver's NRI side; nil when network attachment is off.

@@ -188,6 +188,11 @@ func (d *Driver) writeClaim(ctx context.Context, plan *claimPlan) kubeletplugin.
 			return kubeletplugin.PrepareResult{Err: fmt.Errorf("remove CDI spec of an interrupted preparation: %w", err)}
 		}
 	}
+	if err := d.net.reserveAddresses(ctx, plan.claim, plan.entry); err != nil {
+		// Nothing is written yet; an interrupted entry stays for the retry to redo.
+		plan.rollback = !plan.redo
+		return kubeletplugin.PrepareResult{Err: err}
+	}
 	ids, err := d.specs.Write(ctx, uid, plan.devices)
 	if err == nil && len(ids) != len(plan.devices) {
 		err = fmt.Errorf("CDI writer returned %d device ID lists for %d devices", len(ids), len(plan.devices))
@@ -369,10 +374,12 @@ func (d *Driver) unprepare(ctx context.Context, claims []kubeletplugin.Namespace
 		return results, nil
 	}
 	changed := false
+	var gone []*checkpoint.Claim
 	err = d.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
-		changed = false
+		changed, gone = false, gone[:0]
 		for _, uid := range removed {
-			if _, ok := cp.Claims[uid]; ok {
+			if entry, ok := cp.Claims[uid]; ok {
+				gone = append(gone, entry.Clone())
 				delete(cp.Claims, uid)
 				changed = true
 			}
@@ -384,6 +391,9 @@ func (d *Driver) unprepare(ctx context.Context, claims []kubeletplugin.Namespace
 	}
 	if changed {
 		d.stepDone(stepEntryRemoved)
+	}
+	for _, entry := range gone {
+		d.net.releaseAddresses(ctx, entry)
 	}
 	return results, nil
 }

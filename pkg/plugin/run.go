@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/rdma-dra/rdma-dra-driver/pkg/addrlease"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/cdi"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
@@ -87,6 +88,10 @@ func Run(ctx context.Context, cfg Config) error {
 	netOpts, netOff, err := networkOptions(ctx, cfg, &nodeCfg)
 	if err != nil {
 		return err
+	}
+	if netOpts != nil && cfg.Namespace != "" {
+		// Static pod addresses are reserved in the plugin's namespace, one Lease each.
+		netOpts.Addresses = &addrlease.Reserver{Kube: kube, Namespace: cfg.Namespace, Node: cfg.NodeName}
 	}
 	store := checkpoint.NewStore(cfg.DataDir(), cfg.BootIDPath)
 	specOpts := cdi.Options{DriverName: cfg.DriverName, SpecDir: cfg.CDIRoot, DevRoot: cfg.DevRoot, HookPath: hookPath}
