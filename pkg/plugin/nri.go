@@ -7,6 +7,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
@@ -23,10 +24,23 @@ const DefaultNRISocket = "/var/run/nri/nri.sock"
 // adjustments, and this plugin adjusts nothing another plugin sets.
 const nriPluginIndex = "40"
 
+// nriHealthyAfter is how long a connection to the runtime's NRI must have been up for
+// the next reconnect to start over at the shortest delay: a runtime that restarts now
+// and then is reconnected to at once, one that drops the plugin right after every
+// connect ever more slowly.
+const nriHealthyAfter = time.Minute
+
 // nriPlugin relays the container runtime's pod and container events to podNetwork.
 type nriPlugin struct {
 	net *podNetwork
 	log klog.Logger
+	// base is the context of work that goes on after its request was answered
+	// (nri_bound.go): the plugin's, which ends with the process; nil takes the
+	// request's without its cancellation.
+	base context.Context
+	// timeout is the runtime's request timeout in nanoseconds, once it configured the
+	// plugin; zero until then.
+	timeout atomic.Int64
 }
 
 // RunNRI connects to the runtime's NRI socket and serves events until ctx ends,
@@ -34,14 +48,25 @@ type nriPlugin struct {
 // While it is not connected, claims that need network attachment fail at prepare with
 // the reason (podNetwork.ready).
 func (p *podNetwork) RunNRI(ctx context.Context, name string) {
+	p.runNRI(ctx, name, p.serveNRI)
+}
+
+// runNRI is RunNRI with serve for one connection, which returns how long it was up.
+func (p *podNetwork) runNRI(ctx context.Context, name string, serve func(context.Context, string) (time.Duration, error)) {
 	logger := klog.FromContext(ctx).WithName("nri")
 	ctx = klog.NewContext(ctx, logger)
-	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Cap: 30 * time.Second, Steps: 1 << 30}
+	newBackoff := func() wait.Backoff {
+		return wait.Backoff{Duration: time.Second, Factor: 2, Cap: 30 * time.Second, Steps: 1 << 30}
+	}
+	backoff := newBackoff()
 	for ctx.Err() == nil {
-		err := p.serveNRI(ctx, name)
+		up, err := serve(ctx, name)
 		p.setConnected(false, err)
 		if ctx.Err() != nil {
 			return
+		}
+		if up >= nriHealthyAfter {
+			backoff = newBackoff()
 		}
 		d := backoff.Step()
 		logger.Info("Not connected to the runtime's NRI, retrying", "socket", p.socket, "err", err, "retryIn", d)
@@ -53,13 +78,14 @@ func (p *podNetwork) RunNRI(ctx context.Context, name string) {
 	}
 }
 
-// serveNRI serves one connection to the runtime's NRI, logging through ctx's logger.
-func (p *podNetwork) serveNRI(ctx context.Context, name string) error {
+// serveNRI serves one connection to the runtime's NRI, logging through ctx's logger,
+// and returns how long it was connected.
+func (p *podNetwork) serveNRI(ctx context.Context, name string) (time.Duration, error) {
 	logger := klog.FromContext(ctx)
 	if _, err := os.Stat(p.socket); err != nil {
-		return fmt.Errorf("NRI socket: %w", err)
+		return 0, fmt.Errorf("NRI socket: %w", err)
 	}
-	plugin := &nriPlugin{net: p, log: logger}
+	plugin := &nriPlugin{net: p, log: logger, base: ctx}
 	closed := make(chan struct{})
 	s, err := stub.New(plugin,
 		stub.WithPluginName(name),
@@ -68,36 +94,47 @@ func (p *podNetwork) serveNRI(ctx context.Context, name string) error {
 		stub.WithOnClose(func() { close(closed) }),
 	)
 	if err != nil {
-		return fmt.Errorf("create NRI stub: %w", err)
+		return 0, fmt.Errorf("create NRI stub: %w", err)
 	}
 	if err := s.Start(ctx); err != nil {
-		return fmt.Errorf("connect to NRI: %w", err)
+		return 0, fmt.Errorf("connect to NRI: %w", err)
 	}
 	defer s.Stop()
+	// Start returns once the runtime configured the plugin, with its request timeout.
+	plugin.timeout.Store(int64(s.RequestTimeout()))
+	connected := time.Now()
 	p.setConnected(true, nil)
-	logger.Info("Connected to the runtime's NRI", "socket", p.socket, "runtimeNRIVersion", s.RuntimeNRIVersion())
+	logger.Info("Connected to the runtime's NRI", "socket", p.socket, "runtimeNRIVersion", s.RuntimeNRIVersion(), "requestTimeout", s.RequestTimeout())
 	select {
 	case <-ctx.Done():
-		return ctx.Err()
+		return time.Since(connected), ctx.Err()
 	case <-closed:
-		return errors.New("the runtime closed the NRI connection")
+		return time.Since(connected), errors.New("the runtime closed the NRI connection")
 	}
 }
 
 // Synchronize brings the attachments in line with the pods the runtime has: attached
 // into pods that are gone are undone (the namespace died with them; a moved netdev
 // comes back to the host), and pods that run without their attachment (the plugin was
-// down when the sandbox was created) get it now.
+// down when the sandbox was created) get it now. That is work for every pod of the
+// node, with nothing to answer the runtime: it goes on in the background, so that the
+// runtime's request timeout never cuts the connection it is made on.
 func (n *nriPlugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, _ []*api.Container) ([]*api.ContainerUpdate, error) {
-	ctx = klog.NewContext(ctx, n.log)
+	ctx = n.workContext(klog.NewContext(ctx, n.log))
 	running := map[string]*api.PodSandbox{}
 	for _, pod := range pods {
 		running[pod.GetUid()] = pod
 	}
+	go n.synchronize(ctx, running)
+	return nil, nil
+}
+
+// synchronize is Synchronize's work, over the running pods by UID.
+func (n *nriPlugin) synchronize(ctx context.Context, running map[string]*api.PodSandbox) {
 	known, err := n.net.attachedPods(ctx)
 	if err != nil {
 		n.log.Error(err, "Synchronize: read attachments")
-		return nil, nil
+		return
 	}
 	for _, uid := range known {
 		if running[uid] == nil {
@@ -117,7 +154,6 @@ func (n *nriPlugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, _ [
 			n.log.Error(err, "Synchronize: attach to a running pod", "podUID", uid, "pod", podName(pod))
 		}
 	}
-	return nil, nil
 }
 
 // RunPodSandbox attaches the pod's claimed networks. An error fails the sandbox, and
@@ -125,8 +161,10 @@ func (n *nriPlugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, _ [
 func (n *nriPlugin) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) error {
 	ctx = klog.NewContext(ctx, n.log)
 	start := time.Now()
-	err := n.net.attachPod(ctx, pod.GetUid(), podName(pod), netnsOf(pod))
-	err = n.net.unlessNotOurs(ctx, pod, nil, err)
+	err := n.bounded(ctx, "attach", func(ctx context.Context) error {
+		err := n.net.attachPod(ctx, pod.GetUid(), podName(pod), netnsOf(pod))
+		return n.net.unlessNotOurs(ctx, pod, nil, err)
+	})
 	n.net.d.metrics.ObserveAttach(err, time.Since(start))
 	if err != nil {
 		n.log.Error(err, "Network attachment failed", "pod", podName(pod), "podUID", pod.GetUid())
@@ -139,24 +177,14 @@ func (n *nriPlugin) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) erro
 // made now: the container has not started yet.
 func (n *nriPlugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
 	ctx = klog.NewContext(ctx, n.log)
-	// The container's RDMA device nodes tell which claims it uses. Where the runtime
-	// shows none (CDI devices applied after NRI), every attachment of the pod counts.
-	var devices []string
-	for _, d := range ctr.GetLinux().GetDevices() {
-		if strings.HasPrefix(d.GetPath(), "/dev/infiniband/") {
-			devices = append(devices, d.GetPath())
-		}
-	}
-	env, err := n.net.sandboxEnv(ctx, pod.GetUid(), netnsOf(pod), devices)
-	if errors.Is(err, errAttachmentMissing) {
-		n.log.Info("Attaching at container creation: the pod sandbox was created without its attachment", "pod", podName(pod))
-		if err := n.net.attachPod(ctx, pod.GetUid(), podName(pod), netnsOf(pod)); err != nil {
-			return nil, nil, n.net.unlessNotOurs(ctx, pod, ctr, err)
-		}
-		env, err = n.net.sandboxEnv(ctx, pod.GetUid(), netnsOf(pod), devices)
-	}
+	var env map[string]string
+	err := n.bounded(ctx, "attach at container creation", func(ctx context.Context) error {
+		var err error
+		env, err = n.containerEnv(ctx, pod, ctr)
+		return err
+	})
 	if err != nil {
-		return nil, nil, n.net.unlessNotOurs(ctx, pod, ctr, err)
+		return nil, nil, err
 	}
 	if len(env) == 0 {
 		return nil, nil, nil
@@ -174,12 +202,40 @@ func (n *nriPlugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ct
 	return adjust, nil, nil
 }
 
+// containerEnv is the environment of the container ctr of pod, attaching first what
+// the pod should have and does not.
+func (n *nriPlugin) containerEnv(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (map[string]string, error) {
+	// The container's RDMA device nodes tell which claims it uses. Where the runtime
+	// shows none (CDI devices applied after NRI), every attachment of the pod counts.
+	var devices []string
+	for _, d := range ctr.GetLinux().GetDevices() {
+		if strings.HasPrefix(d.GetPath(), "/dev/infiniband/") {
+			devices = append(devices, d.GetPath())
+		}
+	}
+	env, err := n.net.sandboxEnv(ctx, pod.GetUid(), netnsOf(pod), devices)
+	if errors.Is(err, errAttachmentMissing) {
+		n.log.Info("Attaching at container creation: the pod sandbox was created without its attachment", "pod", podName(pod))
+		if err := n.net.attachPod(ctx, pod.GetUid(), podName(pod), netnsOf(pod)); err != nil {
+			return nil, n.net.unlessNotOurs(ctx, pod, ctr, err)
+		}
+		env, err = n.net.sandboxEnv(ctx, pod.GetUid(), netnsOf(pod), devices)
+	}
+	if err != nil {
+		return nil, n.net.unlessNotOurs(ctx, pod, ctr, err)
+	}
+	return env, nil
+}
+
 // StopPodSandbox detaches while the pod's namespace still exists, so that a moved
 // netdev returns with everything it had. Only the attachments into this sandbox go: the
 // kubelet stops and removes an old sandbox of the pod after its new one runs.
 func (n *nriPlugin) StopPodSandbox(ctx context.Context, pod *api.PodSandbox) error {
 	ctx = klog.NewContext(ctx, n.log)
-	if err := n.net.detachSandbox(ctx, pod.GetUid(), netnsOf(pod)); err != nil {
+	err := n.bounded(ctx, "detach", func(ctx context.Context) error {
+		return n.net.detachSandbox(ctx, pod.GetUid(), netnsOf(pod))
+	})
+	if err != nil {
 		n.log.Error(err, "Network detachment failed", "pod", podName(pod))
 		return err
 	}

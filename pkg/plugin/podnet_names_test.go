@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/rdma-dra/rdma-dra-driver/pkg/cdi"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/netattach"
@@ -112,7 +113,9 @@ func (a namespaceAttacher) Attach(ctx context.Context, spec netattach.Spec, targ
 	return a.fakeAttacher.Attach(ctx, spec, target, save)
 }
 
-// networkDriverNamed is networkDriver for an installation with the driver name driver.
+// networkDriverNamed is networkDriver for an installation with the driver name driver,
+// attaching through a, and without a second driver for its CDI writer (whose status
+// writer would never stop, which a synctest bubble does not allow).
 func (h *harness) networkDriverNamed(a Attacher, driver string) *Driver {
 	h.t.Helper()
 	pools, err := nodeconfig.Parse([]byte(`
@@ -128,7 +131,7 @@ network:
 	d, err := NewDriver(h.ctx, DriverOptions{
 		DriverName: driver, NodeName: testNode, Kube: h.kube,
 		Store:   checkpoint.NewStore(h.dataDir, h.bootPath),
-		Specs:   newTestSpecs(h, ""),
+		Specs:   cdi.NewWriter(cdi.Options{DriverName: driver, SpecDir: h.cdiDir, DevRoot: "/dev", HookPath: testHookPath, Exists: func(string) bool { return true }}),
 		Devices: h.pub, Clock: h.clock, CleanupGrace: -1,
 		Network: &NetworkOptions{Attacher: a, Pools: &pools, Socket: "/run/nri/nri.sock"},
 	})
