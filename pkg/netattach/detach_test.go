@@ -110,19 +110,22 @@ func TestMoveRestoresEveryTable(t *testing.T) {
 
 // TestDetachFindsTamperedNetdev lets the pod (which may hold NET_ADMIN in its namespace)
 // rename the moved netdev, change its MAC and give its temporary name to a link of its
-// own, with the pod's namespace alive or dead at Detach: Detach must find the netdev by
-// what the pod cannot change and give it back with its own name and MAC, also when any
-// one of its operations fails first.
+// own, and stack devices on it, with the pod's namespace alive or dead at Detach: Detach
+// must find the netdev by what the pod cannot change, leave nothing stacked on it in
+// the pod and give it back with its own name and MAC, also when any one of its
+// operations fails first.
 func TestDetachFindsTamperedNetdev(t *testing.T) {
 	spec := Spec{Mode: ModeMove, HostNetdev: roceNetdev, PodIfName: "net1", KeepHostAddress: true, IBDevice: ibdev}
 	for _, tc := range []struct {
 		name            string
 		newName, newMAC string
 		squat           bool // a link of the pod's takes the attachment's temporary name
+		stack           bool // the pod stacks a macvlan and a VLAN on it
 		kill            bool // the pod's namespace dies before Detach
 	}{
 		{name: "renamed and re-addressed", newName: "evil0", newMAC: "02:66:00:00:00:01"},
 		{name: "temporary name taken by the pod", newName: "evil0", newMAC: "02:66:00:00:00:01", squat: true},
+		{name: "devices stacked on it by the pod", newName: "evil0", newMAC: "02:66:00:00:00:01", stack: true},
 		{name: "renamed and re-addressed, namespace gone", newName: "evil0", newMAC: "02:66:00:00:00:01", kill: true},
 		{name: "given the primary's name and MAC, namespace gone", newName: "eth0", newMAC: "52:54:00:00:00:01", kill: true},
 	} {
@@ -148,6 +151,12 @@ func TestDetachFindsTamperedNetdev(t *testing.T) {
 			l.attrs.Name, l.attrs.HardwareAddr = tc.newName, mac
 			if tc.squat {
 				f.w.addLink(podNS, "veth", st.TempName, "02:66:00:00:00:02", 1500, true, "")
+			}
+			if tc.stack {
+				// On a lower that went back to the host, these would still receive its
+				// traffic in the pod.
+				f.w.addChild(podNS, "macvlan", "spy0", "02:66:00:00:00:03", tc.newName)
+				f.w.addChild(podNS, "vlan", "spy1", tc.newMAC, tc.newName)
 			}
 			if tc.kill {
 				f.w.killNS(podPath)

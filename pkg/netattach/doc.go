@@ -48,7 +48,9 @@
 // the pod cannot change (moved.go): its ifindex in the pod, and its permanent address
 // and parent device where the kernel reports them (which also find it after the kernel
 // returned it to the host, possibly renamed devN, when the pod's namespace died; Detach
-// waits for it up to Options.ReturnTimeout). It gives it back with its own MAC and name.
+// waits for it up to Options.ReturnTimeout). It gives it back with its own MAC and name,
+// after deleting what the pod stacked on it (which the kernel would leave in the pod,
+// still receiving on the host's netdev).
 // Attach never resumes: after a crash the caller detaches from the saved State and
 // attaches again if the pod still runs.
 //
@@ -70,7 +72,8 @@
 // of the port; move with the host's IPv4 and IPv6 addresses and routes taken into the pod
 // and restored exactly (protocol and metric included), and its routes of other tables
 // restored without going into the pod; a moved netdev that the pod renamed, gave
-// another MAC and whose temporary name it took, given back as it was; a crash at every journal save of macvlan and move converging by Detach; the
+// another MAC, whose temporary name it took or on which it stacked a passthru macvlan,
+// given back as it was; a crash at every journal save of macvlan and move converging by Detach; the
 // pod namespace deleted before Detach (macvlan); the refusal of the netdev with the
 // default route, and of a port with a macvlan (with and without a node IP) or a bridge
 // master on it; the refusal of the node's addresses, of host routes' gateways (main and

@@ -188,12 +188,16 @@ func (r *run) detachMove() error {
 }
 
 // returnFromPod moves the netdev, if it is in the pod, back to the host under the
-// temporary name and with its own MAC: the pod may have named it like a host netdev or
-// given it another's MAC, and neither may reach the host.
+// temporary name and with its own MAC, and with nothing of the pod's stacked on it: the
+// pod may have named it like a host netdev or given it another's MAC, and neither may
+// reach the host.
 func (r *run) returnFromPod(snap *HostSnapshot) error {
 	pnl := r.pod.Netlink()
 	l, err := findMoved(pnl, snap, r.st.PodIndex, 0, r.st.Spec.PodIfName, r.st.TempName, snap.Name)
 	if err != nil || l == nil {
+		return err
+	}
+	if err := r.dropPodUppers(l); err != nil {
 		return err
 	}
 	if err := pnl.LinkSetDown(l); err != nil {

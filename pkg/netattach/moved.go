@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -177,6 +179,29 @@ func (r *run) claimTempName(l netlink.Link) error {
 			return err
 		}
 	}
+}
+
+// dropPodUppers deletes what the pod stacked on the netdev in its namespace (a macvlan,
+// VLAN or ipvlan, a master of its own). The kernel leaves such devices where they are
+// when their lower changes namespace: in the pod they would go on receiving the host's
+// traffic on the netdev (all of it, through a passthru macvlan) and sending as the
+// host. They are the pod's, and the pod is going.
+func (r *run) dropPodUppers(l netlink.Link) error {
+	nl := r.pod.Netlink()
+	links, err := nl.LinkList()
+	if err != nil {
+		return fmt.Errorf("list links in the pod: %w", err)
+	}
+	up := stacked([]netlink.Link{l}, links)
+	delete(up, l.Attrs().Index)
+	// The newest first: deleting a lower takes its own uppers with it.
+	for _, idx := range slices.Backward(slices.Sorted(maps.Keys(up))) {
+		if err := nl.LinkDel(up[idx]); err != nil && !isNotFound(err) {
+			return fmt.Errorf("delete %s, stacked on %s in the pod: %w", up[idx].Attrs().Name, l.Attrs().Name, err)
+		}
+		r.log.V(2).Info("Deleted a device the pod stacked on the moved netdev", "link", up[idx].Attrs().Name, "type", up[idx].Type())
+	}
+	return nil
 }
 
 // setMAC gives l the recorded MAC if it has another one. l must be down.

@@ -188,11 +188,21 @@ func dumpTables(t testing.TB, h *netlink.Handle) string {
 }
 
 // TestRealMoveTamperedByPod does in the pod what a pod with NET_ADMIN can: rename the
-// moved netdev, give it another MAC, bring it up, and give its temporary name to a veth
-// of its own. Detach must still give the netdev back to the host exactly as it was.
+// moved netdev, give it another MAC, bring it up, give its temporary name to a veth of
+// its own, stack a macvlan on it (which the kernel keeps in the pod when the lower
+// leaves). Detach must still give the netdev back to the host exactly as it was, and
+// leave nothing in the pod on it.
 func TestRealMoveTamperedByPod(t *testing.T) {
-	for _, squat := range []bool{false, true} {
-		t.Run(fmt.Sprintf("temporary name taken=%v", squat), func(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		squat, stack bool
+	}{
+		{name: "renamed and re-addressed"},
+		{name: "temporary name taken", squat: true},
+		{name: "macvlan stacked on it", stack: true},
+	} {
+		squat := tc.squat
+		t.Run(tc.name, func(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
 			f := newRealFixture(t)
 			before := dumpNS(t, f.hh)
@@ -220,14 +230,20 @@ func TestRealMoveTamperedByPod(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			if tc.stack {
+				err := f.ph.LinkAdd(&netlink.Macvlan{LinkAttrs: netlink.LinkAttrs{Name: "spy0", ParentIndex: l.Attrs().Index}, Mode: netlink.MACVLAN_MODE_PASSTHRU})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
 			if err := f.a.Detach(ctx, st, j.save); err != nil {
 				t.Fatalf("Detach: %v", err)
 			}
 			if diff := cmp.Diff(before, dumpNS(t, f.hh)); diff != "" {
 				t.Errorf("host after Detach (-before +after):\n%s", diff)
 			}
-			if pod := dumpNS(t, f.ph); strings.Contains(pod, "evil0") || squat != strings.Contains(pod, st.TempName) {
-				t.Errorf("the pod still has the netdev, or lost its own link %s:\n%s", st.TempName, pod)
+			if pod := dumpNS(t, f.ph); strings.Contains(pod, "evil0") || strings.Contains(pod, "spy0") || squat != strings.Contains(pod, st.TempName) {
+				t.Errorf("the pod still has the netdev or a device on it, or lost its own link %s:\n%s", st.TempName, pod)
 			}
 		})
 	}
