@@ -6,7 +6,9 @@
 //
 // It calls the two review APIs through client-go's typed clients instead of k8s.io/apiserver's
 // delegating authenticator and authorizer: those would add about 180 packages to the kubelet
-// plugin, whose idle memory is benchmarked, for the same two requests.
+// plugin, whose idle memory is benchmarked, for the same two requests. For the same reason
+// its caches are apimachinery's LRUExpireCache rather than the apiserver's token cache,
+// and its budget of reviews is golang.org/x/time/rate, which client-go uses already.
 package metricsauth
 
 import (
@@ -18,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/time/rate"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,6 +39,10 @@ const (
 	DefaultCacheSize = 1024
 	DefaultAllowTTL  = time.Minute
 	DefaultDenyTTL   = 10 * time.Second
+	// DefaultKnownTTL is how long a token stays known to be allowed after its last
+	// allowed decision: a scraper that keeps scraping stays known for good, and one that
+	// pauses for a while (a Prometheus restart) still is when it comes back.
+	DefaultKnownTTL = 10 * time.Minute
 	// ReviewTimeout bounds the two reviews of one request.
 	ReviewTimeout = 10 * time.Second
 )
@@ -49,27 +56,56 @@ const (
 	ClientBurst = 10
 )
 
+// UnknownReviewQPS and UnknownReviewBurst are the default budget of reviews of tokens
+// not known to be allowed (made-up, expired, not allowed, or a scraper's new one). Each
+// such review costs the client up to two requests, so the budget takes at most 2 of its
+// ClientQPS a second and 6 of its ClientBurst: the reviews of known tokens always find
+// room, and made-up tokens beyond the budget are refused without a review.
+const (
+	UnknownReviewQPS   = 1
+	UnknownReviewBurst = 3
+)
+
 // Options tune a Handler; zero fields take the defaults.
 type Options struct {
-	// CacheSize bounds the number of cached decisions (least recently used go first).
+	// CacheSize bounds the number of cached allowed decisions and, apart, that of
+	// refused ones (least recently used go first), so that refusals, which anyone can
+	// cause, never push out an allowed decision.
 	CacheSize int
 	// AllowTTL and DenyTTL are how long an allowed and a refused (unauthenticated or
 	// forbidden) decision is reused. Errors of the API are never cached.
 	AllowTTL, DenyTTL time.Duration
+	// KnownTTL is how long after its last allowed decision a token is reviewed again
+	// outside the budget of unknown tokens; at least AllowTTL.
+	KnownTTL time.Duration
+	// UnknownReviewQPS and UnknownReviewBurst are the budget of reviews of tokens that
+	// are not known to be allowed; a request beyond it is answered 429.
+	UnknownReviewQPS   float64
+	UnknownReviewBurst int
 	// Clock is for tests.
 	Clock clock.PassiveClock
 }
 
 // Handler authenticates and authorizes every request before it passes it to the next
 // handler. Missing or invalid token: 401 with `WWW-Authenticate: Bearer`; not allowed:
-// 403; the API failed: 500, with nothing of the error in the response.
+// 403; a token that needs a review beyond the budget of unknown tokens: 429 with
+// `Retry-After`; the API failed: 500, with nothing of the error in the response.
+//
+// A token whose allowed decision is cached is served without a review. Reviews of other
+// tokens take from a budget of their own (Options.UnknownReviewQPS), except those of
+// tokens allowed within KnownTTL, so a flood of made-up tokens gets 429s while a
+// known scraper is reviewed again whenever its decision expires.
 type Handler struct {
 	next          http.Handler
 	tokenReviews  authenticationv1client.TokenReviewInterface
 	accessReviews authorizationv1client.SubjectAccessReviewInterface
-	decisions     *cache.LRUExpireCache
-	allowTTL      time.Duration
-	denyTTL       time.Duration
+	// allowed holds allowedEntry for KnownTTL; refused holds decision for DenyTTL.
+	allowed, refused *cache.LRUExpireCache
+	unknown          *rate.Limiter
+	clock            clock.PassiveClock
+	allowTTL         time.Duration
+	denyTTL          time.Duration
+	knownTTL         time.Duration
 }
 
 // New wraps next with authentication and authorization through client's review APIs.
@@ -84,6 +120,16 @@ func New(client kubernetes.Interface, next http.Handler, opts Options) *Handler 
 	if opts.DenyTTL <= 0 {
 		opts.DenyTTL = DefaultDenyTTL
 	}
+	if opts.KnownTTL <= 0 {
+		opts.KnownTTL = DefaultKnownTTL
+	}
+	opts.KnownTTL = max(opts.KnownTTL, opts.AllowTTL)
+	if opts.UnknownReviewQPS <= 0 {
+		opts.UnknownReviewQPS = UnknownReviewQPS
+	}
+	if opts.UnknownReviewBurst <= 0 {
+		opts.UnknownReviewBurst = UnknownReviewBurst
+	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
@@ -91,17 +137,28 @@ func New(client kubernetes.Interface, next http.Handler, opts Options) *Handler 
 		next:          next,
 		tokenReviews:  client.AuthenticationV1().TokenReviews(),
 		accessReviews: client.AuthorizationV1().SubjectAccessReviews(),
-		decisions:     cache.NewLRUExpireCacheWithClock(opts.CacheSize, opts.Clock),
+		allowed:       cache.NewLRUExpireCacheWithClock(opts.CacheSize, opts.Clock),
+		refused:       cache.NewLRUExpireCacheWithClock(opts.CacheSize, opts.Clock),
+		unknown:       rate.NewLimiter(rate.Limit(opts.UnknownReviewQPS), opts.UnknownReviewBurst),
+		clock:         opts.Clock,
 		allowTTL:      opts.AllowTTL,
 		denyTTL:       opts.DenyTTL,
+		knownTTL:      opts.KnownTTL,
 	}
 }
 
-// decision is what a cached review said; the user is kept for the log.
+// decision is what a review said; the user is kept for the log.
 type decision struct {
 	status int // http.StatusOK, StatusUnauthorized or StatusForbidden
 	user   string
 	reason string
+}
+
+// allowedEntry is a cached allowed decision: reused until expires, and after that the
+// token is still known to have been allowed until the cache drops it (KnownTTL).
+type allowedEntry struct {
+	decision
+	expires time.Time
 }
 
 // ServeHTTP implements http.Handler.
@@ -115,19 +172,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := cacheKey(token, verb, r.URL.Path)
-	d, cached := h.lookup(key)
+	d, cached, known := h.lookup(key)
 	if !cached {
+		// The budget is taken before the review and not given back: a refusal costs
+		// the API server as much as an allowed decision.
+		if !known && !h.unknown.AllowN(h.clock.Now(), 1) {
+			logger.V(1).Info("Refused a request: too many reviews of unknown tokens")
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, http.StatusText(http.StatusTooManyRequests), http.StatusTooManyRequests)
+			return
+		}
 		var err error
 		if d, err = h.review(r.Context(), token, verb, r.URL.Path); err != nil {
-			logger.Error(err, "Could not authenticate or authorize a request")
+			logger.Error(err, "Could not authenticate or authorize a request", "known", known)
 			http.Error(w, http.StatusText(http.StatusInternalServerError), http.StatusInternalServerError)
 			return
 		}
-		ttl := h.denyTTL
-		if d.status == http.StatusOK {
-			ttl = h.allowTTL
-		}
-		h.decisions.Add(key, d, ttl)
+		h.remember(key, d)
 	}
 	switch d.status {
 	case http.StatusOK:
@@ -142,12 +203,32 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (h *Handler) lookup(key string) (decision, bool) {
-	v, ok := h.decisions.Get(key)
-	if !ok {
-		return decision{}, false
+// lookup returns the cached decision of key, if there is one to reuse, and whether
+// its token was allowed within KnownTTL.
+func (h *Handler) lookup(key string) (d decision, cached, known bool) {
+	if v, ok := h.allowed.Get(key); ok {
+		e := v.(allowedEntry)
+		if !h.clock.Now().After(e.expires) {
+			return e.decision, true, true
+		}
+		known = true
 	}
-	return v.(decision), true
+	if v, ok := h.refused.Get(key); ok {
+		return v.(decision), true, known
+	}
+	return decision{}, false, known
+}
+
+// remember caches d for key. A refusal ends what the token was known for: it is an
+// unknown token again once the refusal expires.
+func (h *Handler) remember(key string, d decision) {
+	if d.status == http.StatusOK {
+		h.refused.Remove(key)
+		h.allowed.Add(key, allowedEntry{decision: d, expires: h.clock.Now().Add(h.allowTTL)}, h.knownTTL)
+		return
+	}
+	h.allowed.Remove(key)
+	h.refused.Add(key, d, h.denyTTL)
 }
 
 // review asks the API server who the token is and whether that user may use verb on

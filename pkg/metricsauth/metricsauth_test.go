@@ -194,7 +194,8 @@ func TestHandlerCaches(t *testing.T) {
 	clock := testingclock.NewFakeClock(time.Now())
 	api := &fakeAPI{}
 	next := &nextHandler{}
-	h := New(api.client(), next, Options{Clock: clock, AllowTTL: time.Minute, DenyTTL: 10 * time.Second})
+	// A budget of unknown tokens that this test does not exhaust (TestUnknownTokenBudget).
+	h := New(api.client(), next, Options{Clock: clock, AllowTTL: time.Minute, DenyTTL: 10 * time.Second, UnknownReviewBurst: 100})
 	serve := func(token, path string) int {
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, request(http.MethodGet, path, "Bearer "+token))
@@ -240,6 +241,55 @@ func TestHandlerCaches(t *testing.T) {
 	}
 	if next.calls != 4 {
 		t.Errorf("next handler called %d times, want 4 (every allowed request)", next.calls)
+	}
+}
+
+// TestUnknownTokenBudget: reviews of tokens not known to be allowed take from a budget
+// of their own and are answered 429 without a review beyond it; a cached decision needs
+// no budget, a token allowed within KnownTTL is reviewed again outside it, and refusals,
+// however many, never push an allowed decision out of the cache.
+func TestUnknownTokenBudget(t *testing.T) {
+	clock := testingclock.NewFakeClock(time.Now())
+	api := &fakeAPI{}
+	h := New(api.client(), &nextHandler{}, Options{Clock: clock, CacheSize: 2, AllowTTL: time.Minute, DenyTTL: 10 * time.Second,
+		KnownTTL: 10 * time.Minute, UnknownReviewQPS: 1, UnknownReviewBurst: 2})
+	for _, s := range []struct {
+		name       string
+		token      string
+		advance    time.Duration
+		wantStatus int
+		wantCalls  int // API requests of this step
+	}{
+		{name: "new scraper", token: scraperToken, wantStatus: http.StatusOK, wantCalls: 2},
+		{name: "made-up token", token: "made-up-1", wantStatus: http.StatusUnauthorized, wantCalls: 1},
+		{name: "made-up token beyond the budget", token: "made-up-2", wantStatus: http.StatusTooManyRequests},
+		{name: "cached refusal needs no budget", token: "made-up-1", wantStatus: http.StatusUnauthorized},
+		{name: "cached scraper needs no budget", token: scraperToken, wantStatus: http.StatusOK},
+		{name: "budget back a second later", token: "made-up-3", advance: time.Second, wantStatus: http.StatusUnauthorized, wantCalls: 1},
+		{name: "made-up token beyond the budget again", token: "made-up-4", wantStatus: http.StatusTooManyRequests},
+		{name: "not allowed, beyond the budget", token: strangerToken, wantStatus: http.StatusTooManyRequests},
+		{name: "more refusals than the cache holds", token: "made-up-5", advance: 2 * time.Second, wantStatus: http.StatusUnauthorized, wantCalls: 1},
+		{name: "scraper cached after them", token: scraperToken, wantStatus: http.StatusOK},
+		{name: "a minute on, a made-up token takes from the budget", token: "made-up-6", advance: time.Minute, wantStatus: http.StatusUnauthorized, wantCalls: 1},
+		{name: "another takes the rest", token: "made-up-7", wantStatus: http.StatusUnauthorized, wantCalls: 1},
+		{name: "scraper's decision expired: reviewed outside the budget", token: scraperToken, wantStatus: http.StatusOK, wantCalls: 2},
+		{name: "after KnownTTL, a made-up token takes from the budget", token: "made-up-8", advance: 11 * time.Minute, wantStatus: http.StatusUnauthorized, wantCalls: 1},
+		{name: "another takes the rest again", token: "made-up-9", wantStatus: http.StatusUnauthorized, wantCalls: 1},
+		{name: "scraper not known after KnownTTL: waits for the budget", token: scraperToken, wantStatus: http.StatusTooManyRequests},
+	} {
+		clock.Step(s.advance)
+		before := api.calls()
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, request(http.MethodGet, "/metrics", "Bearer "+s.token))
+		if w.Code != s.wantStatus {
+			t.Errorf("%s: status %d, want %d", s.name, w.Code, s.wantStatus)
+		}
+		if got := api.calls() - before; got != s.wantCalls {
+			t.Errorf("%s: %d API requests, want %d", s.name, got, s.wantCalls)
+		}
+		if got := w.Header().Get("Retry-After"); (w.Code == http.StatusTooManyRequests) != (got != "") {
+			t.Errorf("%s: Retry-After %q with status %d", s.name, got, w.Code)
+		}
 	}
 }
 
