@@ -26,8 +26,8 @@ const Path = "/validate"
 // MaxBody bounds an AdmissionReview to what the API server can send: it refuses request
 // bodies over 3 MiB (its MaxRequestBodyBytes), and the review of an UPDATE carries the
 // new object and the stored old one, each at most that, plus the request's metadata.
-// The server reads at most this much of a body and keeps at most MaxInFlight reviews
-// in memory at once (server.go).
+// The server reads at most this much of a body, and at most BodyBudget bytes of bodies
+// at once (server.go, limit.go).
 const MaxBody = 2*(3<<20) + 1<<20
 
 // Validator validates the opaque configs of one driver.
