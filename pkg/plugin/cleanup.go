@@ -58,7 +58,8 @@ func (d *Driver) Cleanup(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list CDI specs: %w", err)
 	}
-	orphans := d.orphanedEntries(ctx, entries)
+	orphans, reserved := d.orphanedEntries(ctx, entries)
+	d.dropGonePods(ctx, entries, reserved)
 	unknownOrphans, adopt, err := d.sortUnknownSpecs(ctx, unknownSpecs(ctx, specs, entries))
 	if err != nil {
 		return err
@@ -96,11 +97,13 @@ func (d *Driver) copyEntries(ctx context.Context) (map[string]*checkpoint.Claim,
 }
 
 // orphanedEntries asks the API for the claim of each entry, in UID order, and returns
-// the entries whose claim is gone or was replaced by another of the same name. A claim
-// the API cannot tell about is kept.
-func (d *Driver) orphanedEntries(ctx context.Context, entries map[string]*checkpoint.Claim) []orphan {
+// the entries whose claim is gone or was replaced by another of the same name, and, by
+// UID, the pods that each claim that still exists is reserved for. A claim the API
+// cannot tell about is kept.
+func (d *Driver) orphanedEntries(ctx context.Context, entries map[string]*checkpoint.Claim) ([]orphan, map[string][]string) {
 	logger := klog.FromContext(ctx)
 	var orphans []orphan
+	reserved := map[string][]string{}
 	for _, uid := range sortedKeys(entries) {
 		c := entries[uid]
 		claim, err := d.kube.ResourceV1().ResourceClaims(c.Namespace).Get(ctx, c.Name, metav1.GetOptions{})
@@ -109,9 +112,11 @@ func (d *Driver) orphanedEntries(ctx context.Context, entries map[string]*checkp
 			orphans = append(orphans, orphan{uid: uid, entry: c})
 		case err != nil:
 			logger.Error(err, "Cleanup could not look up claim, keeping it", "claim", klog.KRef(c.Namespace, c.Name))
+		default:
+			reserved[uid] = reservedPods(claim)
 		}
 	}
-	return orphans
+	return orphans, reserved
 }
 
 // unknownSpecs returns the specs (by claim UID, in the order listed) that have no entry,
