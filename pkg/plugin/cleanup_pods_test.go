@@ -62,6 +62,11 @@ func TestCleanupDropsPodsNoLongerReserved(t *testing.T) {
 			run: func(t *testing.T, h *harness, d *Driver, claim *resourceapi.ResourceClaim, cleanup func()) []string {
 				stale := claim.DeepCopy()
 				merged := false
+				// The fake clientset's reactors may not change while the status writer
+				// calls.
+				if err := d.status.waitIdle(h.ctx); err != nil {
+					t.Fatal(err)
+				}
 				h.kube.PrependReactor("get", "resourceclaims", func(k8stesting.Action) (bool, runtime.Object, error) {
 					if merged {
 						return false, nil, nil

@@ -64,6 +64,10 @@ func TestUnreadableCheckpoint(t *testing.T) {
 					t.Fatal(res.Err)
 				}
 			}
+			// The fake clientset's reactors may not change while the status writer calls.
+			if err := d.status.waitIdle(h.ctx); err != nil {
+				t.Fatal(err)
+			}
 			var lists atomic.Int32
 			h.kube.PrependReactor("list", "resourceclaims", func(k8stesting.Action) (bool, runtime.Object, error) {
 				lists.Add(1)
