@@ -28,7 +28,8 @@ import (
 // pod, journaled there before every step that changes the node.
 type claimNetwork struct {
 	// Pods are the UIDs of the pods the claim is reserved for (status.reservedFor),
-	// merged over every prepare of the claim: a shared claim gains pods over time.
+	// merged over every prepare of the claim: a shared claim gains pods over time, and the
+	// periodic cleanup drops those no longer reserved once nothing of theirs is attached.
 	Pods []string `json:"pods,omitempty"`
 	// Generation is the claim's generation at prepare, for the status conditions.
 	Generation int64 `json:"generation,omitempty"`
