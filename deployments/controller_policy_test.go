@@ -62,6 +62,11 @@ func deviceClassPolicy(t *testing.T, objs []object) *policyEvaluator {
 	if binding.Spec.MatchResources != nil || binding.Spec.ParamRef != nil {
 		t.Errorf("binding %s narrows the policy: %+v", binding.Name, binding.Spec)
 	}
+	for i, v := range policy.Spec.Validations {
+		if v.Reason == nil || *v.Reason != metav1.StatusReasonForbidden {
+			t.Errorf("policy %s: validation %d answers %v, want Forbidden: the writer is refused, the class is not invalid", policy.Name, i, v.Reason)
+		}
+	}
 	rules := policy.Spec.MatchConstraints.ResourceRules
 	wantOps := []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete}
 	if len(rules) != 1 || !slices.Equal(rules[0].APIGroups, []string{resourceapi.GroupName}) ||
