@@ -155,8 +155,10 @@ func TestKubeletPluginDaemonSet(t *testing.T) {
 			}
 
 			// POD_UID enables the rolling update with surge: two plugin pods on a node
-			// register under different sockets.
-			for name, path := range map[string]string{"NODE_NAME": "spec.nodeName", "POD_UID": "metadata.uid"} {
+			// register under different sockets. NODE_IPS takes every node IP of a
+			// dual-stack node (status.hostIP is the first one only): the plugin never hands
+			// a pod, nor takes away from the host, an address of the other family either.
+			for name, path := range map[string]string{"NODE_NAME": "spec.nodeName", "POD_UID": "metadata.uid", "NODE_IPS": "status.hostIPs"} {
 				if got := envFieldPath(c, name); got != path {
 					t.Errorf("env %s: want fieldRef %s, got %q", name, path, got)
 				}

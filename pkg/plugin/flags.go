@@ -1,6 +1,8 @@
 package plugin
 
 import (
+	"fmt"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -64,7 +66,7 @@ func Flags(c *Config) []cli.Flag {
 		&cli.BoolFlag{Name: "network-attachment", Usage: "attach the networks that claims ask for (RoCE and IPoIB in pods) through the container runtime's NRI; claims that ask for it fail while NRI is not reachable", Value: true, EnvVars: []string{"NETWORK_ATTACHMENT"}, Destination: &c.NetworkAttachment},
 		&cli.StringFlag{Name: "nri-socket", Usage: "the container runtime's NRI socket; the plugin reconnects with backoff while it is missing", Value: DefaultNRISocket, EnvVars: []string{"NRI_SOCKET"}, Destination: &c.NRISocket, TakesFile: true},
 		&cli.StringFlag{Name: "rdma-kernel", Usage: "sysfs (the node's RDMA subsystem) or emulated (a mock node: the plugin writes the GID entries of pod addresses into the mock sysfs tree)", Value: RDMAKernelSysfs, EnvVars: []string{"RDMA_KERNEL"}, Destination: &c.RDMAKernel},
-		&cli.GenericFlag{Name: "node-ips", Usage: "comma-separated addresses of the node (the kubelet's node IPs; the chart passes status.hostIP): network mode move never takes the netdev that carries one", EnvVars: []string{"NODE_IPS"}, Value: commaList{&c.NodeIPs}},
+		&cli.GenericFlag{Name: "node-ips", Usage: "comma-separated addresses of the node (the kubelet's node IPs; the chart passes status.hostIPs, every family of a dual-stack node): network mode move never takes the netdev that carries one, and ipam: node never hands one out", EnvVars: []string{"NODE_IPS"}, Value: commaList{&c.NodeIPs}},
 	)
 	return flags
 }
@@ -104,3 +106,19 @@ func (l commaList) String() string {
 
 // Get is the list itself, for the startup log (flag.Getter).
 func (l commaList) Get() any { return *l.p }
+
+// parseNodeIPs parses the addresses of --node-ips. The chart passes the downward API's
+// status.hostIPs (every node IP, comma-separated, the primary first); a value from
+// status.hostIP (one address) or written by hand parses the same, since commaList has
+// already split it and dropped blanks.
+func parseNodeIPs(list []string) ([]netip.Addr, error) {
+	var ips []netip.Addr
+	for _, s := range list {
+		ip, err := netip.ParseAddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("--node-ips: %q is not an IP address", s)
+		}
+		ips = append(ips, ip)
+	}
+	return ips, nil
+}

@@ -136,3 +136,43 @@ func TestFlagDefaultsAreValid(t *testing.T) {
 		}
 	}
 }
+
+// TestNodeIPsFlag: NODE_IPS as the downward API gives it, status.hostIP (one address)
+// or status.hostIPs (every node IP, comma-separated, primary first), and as an admin may
+// write it, reaches Config and parses into the node's addresses.
+func TestNodeIPsFlag(t *testing.T) {
+	tests := []struct {
+		name  string
+		value string
+		want  []string
+	}{
+		{"status.hostIP", "10.0.0.1", []string{"10.0.0.1"}},
+		{"status.hostIPs dual-stack", "10.0.0.1,fd00::1", []string{"10.0.0.1", "fd00::1"}},
+		{"status.hostIPs IPv6 primary", "fd00::1,10.0.0.1", []string{"fd00::1", "10.0.0.1"}},
+		{"blanks and a trailing comma", " 10.0.0.1 , fd00::1 ,", []string{"10.0.0.1", "fd00::1"}},
+		{"empty", "", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("NODE_IPS", tc.value)
+			cfg := &Config{}
+			app := &cli.App{Flags: Flags(cfg), Action: func(*cli.Context) error { return nil }}
+			if err := app.Run([]string{"rdma-dra-kubeletplugin", "--node-name=n"}); err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(cfg.NodeIPs) != fmt.Sprint(tc.want) {
+				t.Errorf("NodeIPs %q, want %q", cfg.NodeIPs, tc.want)
+			}
+			ips, err := parseNodeIPs(cfg.NodeIPs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fmt.Sprint(ips); got != fmt.Sprint(tc.want) {
+				t.Errorf("node IPs %s, want %s", got, tc.want)
+			}
+		})
+	}
+	if _, err := parseNodeIPs([]string{"10.0.0.1", "node-a"}); err == nil || err.Error() != `--node-ips: "node-a" is not an IP address` {
+		t.Errorf("error %v, want the bad address named", err)
+	}
+}

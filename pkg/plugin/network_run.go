@@ -3,7 +3,6 @@ package plugin
 import (
 	"context"
 	"fmt"
-	"net/netip"
 	"os"
 
 	"k8s.io/klog/v2"
@@ -38,13 +37,9 @@ func networkOptions(ctx context.Context, cfg Config, nodeCfg *nodeconfig.Config)
 	default:
 		return nil, "", fmt.Errorf("--rdma-kernel must be %s or %s, got %q", RDMAKernelSysfs, RDMAKernelEmulated, cfg.RDMAKernel)
 	}
-	var ips []netip.Addr
-	for _, s := range cfg.NodeIPs {
-		ip, err := netip.ParseAddr(s)
-		if err != nil {
-			return nil, "", fmt.Errorf("--node-ips: %q is not an IP address", s)
-		}
-		ips = append(ips, ip)
+	ips, err := parseNodeIPs(cfg.NodeIPs)
+	if err != nil {
+		return nil, "", err
 	}
 	if _, err := os.Stat(cfg.NRISocket); err != nil {
 		// Not fatal: the runtime may start NRI later, and RunNRI keeps trying.
