@@ -87,16 +87,27 @@ func withOptimisticConcurrency(client *fake.Clientset) {
 // TestSyncNeverWritesAClassThatIsNotItsOwn: whatever the cache says, the controller
 // writes no DeviceClass that is not its own when the write reaches the API server. A
 // class becomes foreign when an admin takes it over (removes the managed-by label, to
-// keep it after its pool is gone, say) or replaces it, possibly between the moment the
-// cache saw it and the write; the write must then fail on the API server's optimistic
-// concurrency instead of landing, and the pool reports the conflict once the cache
-// catches up.
+// keep it after its pool is gone, say), when the garbage collector orphans it (the pool
+// deleted with --cascade=orphan) or when someone replaces it, possibly between the moment
+// the cache saw it and the write; the write must then fail on the API server's
+// optimistic concurrency instead of landing, and the pool reports the conflict once the
+// cache catches up.
 func TestSyncNeverWritesAClassThatIsNotItsOwn(t *testing.T) {
 	takeOver := func(h *harness, name string) {
 		h.t.Helper()
 		class := h.class(name)
 		delete(class.Labels, ManagedByLabel)
 		class.Spec.Selectors[0].CEL.Expression = "true"
+		if _, err := h.kube.ResourceV1().DeviceClasses().Update(h.ctx, class, metav1.UpdateOptions{}); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	// What the garbage collector does to the class of a pool deleted with
+	// --cascade=orphan, before the pool is gone.
+	orphan := func(h *harness, name string) {
+		h.t.Helper()
+		class := h.class(name)
+		class.OwnerReferences = nil
 		if _, err := h.kube.ResourceV1().DeviceClasses().Update(h.ctx, class, metav1.UpdateOptions{}); err != nil {
 			h.t.Fatal(err)
 		}
@@ -136,6 +147,7 @@ func TestSyncNeverWritesAClassThatIsNotItsOwn(t *testing.T) {
 	}{
 		{"taken over, then the pool changes", changeSpec, takeOver, false},
 		{"taken over, then the pool is deleted", deletePool, takeOver, true},
+		{"orphaned, then the pool is deleted", deletePool, orphan, true},
 		{"replaced, then the pool changes", changeSpec, replace, false},
 		{"replaced, then the pool is deleted", deletePool, replace, true},
 	}
