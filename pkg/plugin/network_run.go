@@ -47,10 +47,13 @@ func networkOptions(ctx context.Context, cfg Config, nodeCfg *nodeconfig.Config)
 			"socket", cfg.NRISocket, "err", err)
 	}
 	return &NetworkOptions{
-		Attacher: netattach.NewAttacher(netattach.Options{Kernel: kernel, NodeIPs: ips, IPoIBStandIn: cfg.RDMAKernel == RDMAKernelEmulated}),
-		Pools:    nodeCfg,
-		Socket:   cfg.NRISocket,
-		MarkDir:  attachmark.Dir(cfg.DataDir()),
+		// The guard keeps the node's addresses out of the pools and refuses attachments
+		// that would overflow a port's GID table (nodeguard.go).
+		Attacher: newNodeGuard(netattach.NewAttacher(netattach.Options{Kernel: kernel, NodeIPs: ips, IPoIBStandIn: cfg.RDMAKernel == RDMAKernelEmulated}),
+			cfg.SysfsRoot, ips),
+		Pools:   nodeCfg,
+		Socket:  cfg.NRISocket,
+		MarkDir: attachmark.Dir(cfg.DataDir()),
 	}, "", nil
 }
 
