@@ -16,7 +16,6 @@ import (
 	"github.com/rdma-dra/rdma-dra-driver/pkg/attachmark"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
-	"github.com/rdma-dra/rdma-dra-driver/pkg/ipam"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/netattach"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
 )
@@ -375,7 +374,7 @@ func (p *podNetwork) specFor(cp *checkpoint.Checkpoint, nd *networkDevice, pod, 
 		for a := range used {
 			inUse[a] = true
 		}
-		addr, err := ipam.Allocate(r, inUse)
+		addr, err := p.allocate(r, inUse)
 		if err != nil {
 			return spec, err
 		}
