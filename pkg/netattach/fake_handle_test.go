@@ -321,7 +321,7 @@ func (h *fakeHandle) AddrAdd(link netlink.Link, addr *netlink.Addr) error {
 // RouteList lists the main table only, as netlink's does (it drops the other tables'
 // routes unless a table filter asks for them).
 func (h *fakeHandle) RouteList(link netlink.Link, family int) ([]netlink.Route, error) {
-	filter, mask := &netlink.Route{Table: unix.RT_TABLE_MAIN}, uint64(netlink.RT_FILTER_TABLE)
+	filter, mask := &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE
 	if link != nil {
 		filter.LinkIndex = link.Attrs().Index
 		mask |= netlink.RT_FILTER_OIF

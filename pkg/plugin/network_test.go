@@ -16,8 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/rdma-dra/rdma-dra-driver/internal/testwait"
-	"github.com/rdma-dra/rdma-dra-driver/pkg/cdi"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/addrlease"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/cdi"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/netattach"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"

@@ -40,22 +40,14 @@ type refusedClaim struct {
 // hostAddr is the host's address on the RoCE port's netdev.
 func refusedClaims(hostAddr netip.Prefix) []refusedClaim {
 	return []refusedClaim{
-		{"macvlan-host-address", classShared, rocePortA, fmt.Sprintf(`{"network":{"mode":"macvlan","addresses":[%q]}}`, hostAddr),
-			`network.mode: Forbidden: "macvlan" is not allowed: the DeviceClass configures no network attachment`},
-		{"move", classExclusive, rocePortB, `{"network":{"mode":"move"}}`,
-			`network.mode: Forbidden: "move" is not allowed: the DeviceClass configures no network attachment`},
-		{"static-address", classShared, rocePortA, `{"network":{"addresses":["192.168.99.5/24"]}}`,
-			`network.addresses[0]: Forbidden: static addresses are not allowed`},
-		{"routes", classShared, rocePortA, `{"network":{"routes":[{"destination":"10.0.0.0/8"}]}}`,
-			`network.routes[0]: Forbidden: routes are not allowed`},
-		{"address-pool", classShared, rocePortA, `{"network":{"ipam":"node"}}`,
-			`network.ipam: Forbidden: node is not allowed`},
-		{"keep-host-address", classExclusive, rocePortB, `{"network":{"keepHostAddress":true}}`,
-			`network.keepHostAddress: Forbidden: moves the node's own addresses into the pod`, true},
-		{"management", classExclusive, "mlx5_3", `{"charDevices":"management"}`,
-			`charDevices: Forbidden: "management" exceeds the DeviceClass's allowedCharDevices "verbs"`},
-		{"diagnostics", classExclusive, "mlx5_3", `{"charDevices":"diagnostics"}`,
-			`charDevices: Forbidden: "diagnostics" exceeds the DeviceClass's allowedCharDevices "verbs"`},
+		{name: "macvlan-host-address", class: classShared, port: rocePortA, config: fmt.Sprintf(`{"network":{"mode":"macvlan","addresses":[%q]}}`, hostAddr), want: `network.mode: Forbidden: "macvlan" is not allowed: the DeviceClass configures no network attachment`},
+		{name: "move", class: classExclusive, port: rocePortB, config: `{"network":{"mode":"move"}}`, want: `network.mode: Forbidden: "move" is not allowed: the DeviceClass configures no network attachment`},
+		{name: "static-address", class: classShared, port: rocePortA, config: `{"network":{"addresses":["192.168.99.5/24"]}}`, want: `network.addresses[0]: Forbidden: static addresses are not allowed`},
+		{name: "routes", class: classShared, port: rocePortA, config: `{"network":{"routes":[{"destination":"10.0.0.0/8"}]}}`, want: `network.routes[0]: Forbidden: routes are not allowed`},
+		{name: "address-pool", class: classShared, port: rocePortA, config: `{"network":{"ipam":"node"}}`, want: `network.ipam: Forbidden: node is not allowed`},
+		{name: "keep-host-address", class: classExclusive, port: rocePortB, config: `{"network":{"keepHostAddress":true}}`, want: `network.keepHostAddress: Forbidden: moves the node's own addresses into the pod`, classFree: true},
+		{name: "management", class: classExclusive, port: "mlx5_3", config: `{"charDevices":"management"}`, want: `charDevices: Forbidden: "management" exceeds the DeviceClass's allowedCharDevices "verbs"`},
+		{name: "diagnostics", class: classExclusive, port: "mlx5_3", config: `{"charDevices":"diagnostics"}`, want: `charDevices: Forbidden: "diagnostics" exceeds the DeviceClass's allowedCharDevices "verbs"`},
 	}
 }
 
