@@ -1,6 +1,7 @@
 package netattach
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+	"k8s.io/klog/v2"
 )
 
 // ErrNodeAddress is wrapped by Attach when the spec's addresses or routes would give the
@@ -62,7 +64,41 @@ func (r *run) checkNodeBoundary() error {
 // "a node IP"), and the gateways of the host's routes in every table, each with its
 // route.
 func (r *run) nodeAddresses() (held map[netip.Addr]string, gateways map[netip.Addr]string, err error) {
-	nl := r.host.Netlink()
+	own := "" // the moved netdev, whose addresses go to the pod
+	if spec := r.st.Spec; spec.Mode == ModeMove && spec.KeepHostAddress {
+		own = spec.HostNetdev
+	}
+	return hostHeld(r.host.Netlink(), r.a.nodeIPs, own)
+}
+
+// NodeAddresses returns every address a pod must never get from the attacher: the
+// addresses of every link of the host's namespace, the node IPs and the gateways of the
+// host's routes in every table, read now. An allocator that skips them never picks an
+// address Attach would refuse.
+func (a *Attacher) NodeAddresses(ctx context.Context) ([]netip.Addr, error) {
+	host, err := a.ns.Host(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("open host network namespace: %w", err)
+	}
+	defer closeNS(klog.FromContext(ctx), host)
+	held, gateways, err := hostHeld(host.Netlink(), a.nodeIPs, "")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]netip.Addr, 0, len(held)+len(gateways))
+	for _, m := range []map[netip.Addr]string{held, gateways} {
+		for addr := range m {
+			out = append(out, addr)
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return slices.Compact(out), nil
+}
+
+// hostHeld reads what nl's namespace holds (with who holds it) and the gateways of its
+// routes (with their route), and adds nodeIPs; the addresses of the link named except
+// are left out (a netdev moved with keepHostAddress takes them along).
+func hostHeld(nl Netlink, nodeIPs []netip.Addr, except string) (held map[netip.Addr]string, gateways map[netip.Addr]string, err error) {
 	links, err := nl.LinkList()
 	if err != nil {
 		return nil, nil, fmt.Errorf("list host links: %w", err)
@@ -71,12 +107,10 @@ func (r *run) nodeAddresses() (held map[netip.Addr]string, gateways map[netip.Ad
 	for _, l := range links {
 		names[l.Attrs().Index] = l.Attrs().Name
 	}
-	own := 0 // the moved netdev's index, whose addresses go to the pod
-	if spec := r.st.Spec; spec.Mode == ModeMove && spec.KeepHostAddress {
-		for _, l := range links {
-			if l.Attrs().Name == spec.HostNetdev {
-				own = l.Attrs().Index
-			}
+	own := 0
+	for _, l := range links {
+		if except != "" && l.Attrs().Name == except {
+			own = l.Attrs().Index
 		}
 	}
 	addrs, err := nl.AddrList(nil, netlink.FAMILY_ALL)
@@ -89,7 +123,7 @@ func (r *run) nodeAddresses() (held map[netip.Addr]string, gateways map[netip.Ad
 			held[p.Addr()] = names[a.LinkIndex] + " has it"
 		}
 	}
-	for _, ip := range r.a.nodeIPs {
+	for _, ip := range nodeIPs {
 		if who, ok := held[ip.Unmap()]; ok {
 			held[ip.Unmap()] = who + ", a node IP"
 		} else {

@@ -1,6 +1,7 @@
 package netattach
 
 import (
+	"context"
 	"errors"
 	"net/netip"
 	"strings"
@@ -124,5 +125,36 @@ func TestAttachRefusesNodeAddresses(t *testing.T) {
 				t.Errorf("a refused Attach changed the world (-before +after):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestNodeAddresses: what an allocator must skip is exactly what Attach refuses: every
+// address of the host's links, the node IPs (on a link or not) and the gateways of the
+// host's routes in every table, sorted, each once.
+func TestNodeAddresses(t *testing.T) {
+	f := newFixture(t)
+	f.a.nodeIPs = append(f.a.nodeIPs, netip.MustParseAddr("10.1.0.99"))
+	f.w.addTableRoute(f.w.byName(rootFD, roceNetdev), 100, "0.0.0.0/0", "10.1.0.254", unix.RTPROT_STATIC)
+	got, err := f.a.NodeAddresses(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []netip.Addr{
+		netip.MustParseAddr("10.0.0.1"),   // eth0's default gateway
+		netip.MustParseAddr("10.0.0.5"),   // eth0, a node IP
+		netip.MustParseAddr("10.1.0.1"),   // the gateway of 10.2.0.0/16
+		netip.MustParseAddr("10.1.0.10"),  // the RoCE port's host address
+		netip.MustParseAddr("10.1.0.99"),  // a node IP on no link
+		netip.MustParseAddr("10.1.0.254"), // a gateway in table 100
+		netip.MustParseAddr("10.3.0.5"),   // bond0
+	}
+	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
+		t.Errorf("NodeAddresses (-want +got):\n%s", diff)
+	}
+	for _, a := range got {
+		spec := Spec{Mode: ModeMacvlan, HostNetdev: roceNetdev, PodIfName: "net1", Addresses: []netip.Prefix{netip.PrefixFrom(a, 24)}}
+		if _, err := f.a.Attach(context.Background(), spec, f.target, func(State) error { return nil }); !errors.Is(err, ErrNodeAddress) {
+			t.Errorf("Attach with %s: %v, want ErrNodeAddress", a, err)
+		}
 	}
 }

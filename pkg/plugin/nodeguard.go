@@ -4,12 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"sync"
-
-	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/ipam"
@@ -39,7 +35,8 @@ type nodeGuard struct {
 	sysfsRoot string
 	// nodeIPs are the kubelet's node IPs (--node-ips).
 	nodeIPs []netip.Addr
-	// hostAddrs lists the addresses the host's network namespace holds (hostAddresses).
+	// hostAddrs lists the addresses the host's network namespace holds and its routes'
+	// gateways (netattach.Attacher.NodeAddresses).
 	hostAddrs func() ([]netip.Addr, error)
 	// freeGIDs counts the free entries of a port's GID table.
 	freeGIDs func(root, ibdev string, port int) (int, error)
@@ -62,9 +59,22 @@ type gidPort struct {
 func newNodeGuard(a Attacher, sysfsRoot string, nodeIPs []netip.Addr) *nodeGuard {
 	return &nodeGuard{
 		Attacher: a, sysfsRoot: sysfsRoot, nodeIPs: nodeIPs,
-		hostAddrs: hostAddresses, freeGIDs: discovery.FreeGIDEntries,
+		hostAddrs: hostAddressesOf(a), freeGIDs: discovery.FreeGIDEntries,
 		pending: map[gidPort]int{},
 	}
+}
+
+// hostAddressesOf returns how to read the host's addresses: from the attacher itself,
+// which refuses the same addresses (netattach's node boundary), so that the two never
+// disagree; an attacher that cannot say (a test's) makes allocation fail closed.
+func hostAddressesOf(a Attacher) func() ([]netip.Addr, error) {
+	na, ok := a.(interface {
+		NodeAddresses(context.Context) ([]netip.Addr, error)
+	})
+	if !ok {
+		return func() ([]netip.Addr, error) { return nil, errors.New("the attacher cannot list the node's addresses") }
+	}
+	return func() ([]netip.Addr, error) { return na.NodeAddresses(context.Background()) }
 }
 
 // Attach refuses an attachment whose GID entries would not fit the port's GID table,
@@ -139,57 +149,6 @@ func (g *nodeGuard) nodeAddresses() ([]netip.Addr, error) {
 		return nil, fmt.Errorf("read the node's addresses: %w", err)
 	}
 	return append(addrs, g.nodeIPs...), nil
-}
-
-// dumpRetries bounds the retries of a netlink dump the kernel interrupted (the result
-// may then be inconsistent).
-const dumpRetries = 5
-
-// hostAddresses lists the addresses of every link and the gateways of the routes of
-// every table in the plugin's network namespace, which is the host's (the plugin runs on
-// the host network).
-func hostAddresses() ([]netip.Addr, error) {
-	var out []netip.Addr
-	addrs, err := retryDump(func() ([]netlink.Addr, error) { return netlink.AddrList(nil, netlink.FAMILY_ALL) })
-	if err != nil {
-		return nil, fmt.Errorf("list addresses: %w", err)
-	}
-	for _, a := range addrs {
-		if a.IPNet != nil {
-			if ip, ok := netip.AddrFromSlice(a.IP); ok {
-				out = append(out, ip.Unmap())
-			}
-		}
-	}
-	routes, err := retryDump(func() ([]netlink.Route, error) {
-		return netlink.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list routes: %w", err)
-	}
-	for _, rt := range routes {
-		gws := []net.IP{rt.Gw}
-		for _, nh := range rt.MultiPath {
-			gws = append(gws, nh.Gw)
-		}
-		for _, gw := range gws {
-			if ip, ok := netip.AddrFromSlice(gw); ok {
-				out = append(out, ip.Unmap())
-			}
-		}
-	}
-	return out, nil
-}
-
-func retryDump[T any](f func() (T, error)) (T, error) {
-	var v T
-	var err error
-	for range dumpRetries {
-		if v, err = f(); !errors.Is(err, netlink.ErrDumpInterrupted) {
-			return v, err
-		}
-	}
-	return v, err
 }
 
 // allocate returns the lowest address of pool r that is free for a pod interface: not in

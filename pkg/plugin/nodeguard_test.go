@@ -231,22 +231,6 @@ func TestAllocatePodAddressSkipsNodeAddresses(t *testing.T) {
 	}
 }
 
-// TestHostAddresses reads this namespace's addresses for real: the loopback address is
-// one, whatever else the test machine has.
-func TestHostAddresses(t *testing.T) {
-	addrs, err := hostAddresses()
-	if err != nil {
-		t.Skipf("no netlink here: %v", err)
-	}
-	want := netip.MustParseAddr("127.0.0.1")
-	for _, a := range addrs {
-		if a == want {
-			return
-		}
-	}
-	t.Errorf("host addresses %v lack %s", addrs, want)
-}
-
 // TestNetworkOptionsGuardsTheAttacher: the plugin's attacher is wrapped in the node guard
 // with every node IP of a dual-stack node.
 func TestNetworkOptionsGuardsTheAttacher(t *testing.T) {
