@@ -37,17 +37,20 @@ type refusedClaim struct {
 }
 
 // refusedClaims are the claims of the security review, on the chart's default classes;
-// hostAddr is the host's address on the RoCE port's netdev.
+// hostAddr is the host's address on the RoCE port's netdev. Each claim has a port of its
+// own (the suite's node has 2 shares per port, one of mlx5_8 held by the bystander): a
+// claim refused at prepare keeps its allocation, and a second one on its port could not
+// be allocated, so it would never reach the plugin.
 func refusedClaims(hostAddr netip.Prefix) []refusedClaim {
 	return []refusedClaim{
 		{name: "macvlan-host-address", class: classShared, port: rocePortA, config: fmt.Sprintf(`{"network":{"mode":"macvlan","addresses":[%q]}}`, hostAddr), want: `network.mode: Forbidden: "macvlan" is not allowed: the DeviceClass configures no network attachment`},
 		{name: "move", class: classExclusive, port: rocePortB, config: `{"network":{"mode":"move"}}`, want: `network.mode: Forbidden: "move" is not allowed: the DeviceClass configures no network attachment`},
-		{name: "static-address", class: classShared, port: rocePortA, config: `{"network":{"addresses":["192.168.99.5/24"]}}`, want: `network.addresses[0]: Forbidden: static addresses are not allowed`},
-		{name: "routes", class: classShared, port: rocePortA, config: `{"network":{"routes":[{"destination":"10.0.0.0/8"}]}}`, want: `network.routes[0]: Forbidden: routes are not allowed`},
-		{name: "address-pool", class: classShared, port: rocePortA, config: `{"network":{"ipam":"node"}}`, want: `network.ipam: Forbidden: node is not allowed`},
-		{name: "keep-host-address", class: classExclusive, port: rocePortB, config: `{"network":{"keepHostAddress":true}}`, want: `network.keepHostAddress: Forbidden: moves the node's own addresses into the pod`, classFree: true},
+		{name: "static-address", class: classShared, port: "mlx5_1", config: `{"network":{"addresses":["192.168.99.5/24"]}}`, want: `network.addresses[0]: Forbidden: static addresses are not allowed`},
+		{name: "routes", class: classShared, port: "mlx5_2", config: `{"network":{"routes":[{"destination":"10.0.0.0/8"}]}}`, want: `network.routes[0]: Forbidden: routes are not allowed`},
+		{name: "address-pool", class: classShared, port: "mlx5_4", config: `{"network":{"ipam":"node"}}`, want: `network.ipam: Forbidden: node is not allowed`},
+		{name: "keep-host-address", class: classExclusive, port: "mlx5_5", config: `{"network":{"keepHostAddress":true}}`, want: `network.keepHostAddress: Forbidden: moves the node's own addresses into the pod`, classFree: true},
 		{name: "management", class: classExclusive, port: "mlx5_3", config: `{"charDevices":"management"}`, want: `charDevices: Forbidden: "management" exceeds the DeviceClass's allowedCharDevices "verbs"`},
-		{name: "diagnostics", class: classExclusive, port: "mlx5_3", config: `{"charDevices":"diagnostics"}`, want: `charDevices: Forbidden: "diagnostics" exceeds the DeviceClass's allowedCharDevices "verbs"`},
+		{name: "diagnostics", class: classExclusive, port: "mlx5_6", config: `{"charDevices":"diagnostics"}`, want: `charDevices: Forbidden: "diagnostics" exceeds the DeviceClass's allowedCharDevices "verbs"`},
 	}
 }
 
