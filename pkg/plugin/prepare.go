@@ -379,7 +379,10 @@ func (d *Driver) unprepare(ctx context.Context, claims []kubeletplugin.Namespace
 		changed, gone = false, gone[:0]
 		for _, uid := range removed {
 			if entry, ok := cp.Claims[uid]; ok {
-				gone = append(gone, entry.Clone())
+				if len(entry.Network) > 0 {
+					// Its static addresses are released once the change is saved.
+					gone = append(gone, entry)
+				}
 				delete(cp.Claims, uid)
 				changed = true
 			}
