@@ -104,13 +104,21 @@ network:
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	return h.startNetworkDriver(testDriver, newTestSpecs(h, markDir),
+		&NetworkOptions{Attacher: f, Pools: &pools, Socket: "/run/nri/nri.sock", MarkDir: markDir,
+			Addresses: &addrlease.Reserver{Kube: h.kube, Namespace: "rdma-dra-driver", Node: testNode}})
+}
+
+// startNetworkDriver is a driver of h named driver with network attachment as net,
+// connected to NRI, its status writer running until the test ends.
+func (h *harness) startNetworkDriver(driver string, specs SpecWriter, net *NetworkOptions) *Driver {
+	h.t.Helper()
 	d, err := NewDriver(h.ctx, DriverOptions{
-		DriverName: testDriver, NodeName: testNode, Kube: h.kube,
+		DriverName: driver, NodeName: testNode, Kube: h.kube,
 		Store:   checkpoint.NewStore(h.dataDir, h.bootPath),
-		Specs:   newTestSpecs(h, markDir),
+		Specs:   specs,
 		Devices: h.pub, Clock: h.clock, CleanupGrace: -1,
-		Network: &NetworkOptions{Attacher: f, Pools: &pools, Socket: "/run/nri/nri.sock", MarkDir: markDir,
-			Addresses: &addrlease.Reserver{Kube: h.kube, Namespace: "rdma-dra-driver", Node: testNode}},
+		Network: net,
 	})
 	if err != nil {
 		h.t.Fatal(err)

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/rdma-dra/rdma-dra-driver/pkg/cdi"
-	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/netattach"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
@@ -128,21 +127,8 @@ network:
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	d, err := NewDriver(h.ctx, DriverOptions{
-		DriverName: driver, NodeName: testNode, Kube: h.kube,
-		Store:   checkpoint.NewStore(h.dataDir, h.bootPath),
-		Specs:   cdi.NewWriter(cdi.Options{DriverName: driver, SpecDir: h.cdiDir, DevRoot: "/dev", HookPath: testHookPath, Exists: func(string) bool { return true }}),
-		Devices: h.pub, Clock: h.clock, CleanupGrace: -1,
-		Network: &NetworkOptions{Attacher: a, Pools: &pools, Socket: "/run/nri/nri.sock"},
-	})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	d.net.setConnected(true, nil)
-	ctx, cancel := context.WithCancel(h.ctx)
-	h.t.Cleanup(cancel)
-	go d.RunStatusWriter(ctx)
-	return d
+	specs := cdi.NewWriter(cdi.Options{DriverName: driver, SpecDir: h.cdiDir, DevRoot: "/dev", HookPath: testHookPath, Exists: func(string) bool { return true }})
+	return h.startNetworkDriver(driver, specs, &NetworkOptions{Attacher: a, Pools: &pools, Socket: "/run/nri/nri.sock"})
 }
 
 // driverClaim creates a claim with one device allocated by driver and a class config
