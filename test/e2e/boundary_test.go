@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -91,20 +90,11 @@ func TestTenantBoundary(t *testing.T) {
 		ns := env.NewNamespace(t, "boundary-webhook")
 		for _, c := range claims {
 			t.Run(c.name, func(t *testing.T) {
-				err := framework.Poll(ctx, 2*time.Minute, 2*time.Second, func(ctx context.Context) error {
-					_, err := env.Client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, &resourceapi.ResourceClaimTemplate{
-						ObjectMeta: metav1.ObjectMeta{Name: c.name}, Spec: resourceapi.ResourceClaimTemplateSpec{Spec: c.spec()},
-					}, metav1.CreateOptions{})
-					if err == nil {
-						_ = env.Client.ResourceV1().ResourceClaimTemplates(ns).Delete(ctx, c.name, metav1.DeleteOptions{})
-						return errors.New("admitted")
-					}
-					if !strings.Contains(err.Error(), c.want) || (!c.classFree && !strings.Contains(err.Error(), "(DeviceClass "+c.class+")")) {
-						return err
-					}
-					return nil
-				})
-				if err != nil {
+				wants := []string{c.want}
+				if !c.classFree {
+					wants = append(wants, "(DeviceClass "+c.class+")")
+				}
+				if err := env.ExpectTemplateRefused(ctx, 2*time.Minute, ns, c.name, c.spec(), wants...); err != nil {
 					t.Fatalf("%s: create: %v; want a refusal naming %q and DeviceClass %s", framework.DriverFault, err, c.want, c.class)
 				}
 			})
@@ -231,22 +221,9 @@ func TestGrantedStaticAddressAndRoute(t *testing.T) {
 
 	// Outside the prefix, the webhook refuses it.
 	outside := rdmaConfig(t, v1alpha1.NetworkConfig{Mode: ptrTo(v1alpha1.NetworkModeMacvlan), Addresses: []string{"172.31.9.9/24"}})
-	err = framework.Poll(ctx, time.Minute, 2*time.Second, func(ctx context.Context) error {
-		_, err := env.Client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, &resourceapi.ResourceClaimTemplate{
-			ObjectMeta: metav1.ObjectMeta{Name: "outside"},
-			Spec: resourceapi.ResourceClaimTemplateSpec{Spec: framework.ClaimSpec([]framework.Request{{Name: "hca", Class: class, CEL: framework.OnPort(rocePortA)}}, "",
-				framework.OpaqueConfig(outside))},
-		}, metav1.CreateOptions{})
-		if err == nil {
-			_ = env.Client.ResourceV1().ResourceClaimTemplates(ns).Delete(ctx, "outside", metav1.DeleteOptions{})
-			return errors.New("admitted")
-		}
-		if !strings.Contains(err.Error(), "is not inside one of the DeviceClass's allowedNetwork.staticAddressPrefixes") {
-			return err
-		}
-		return nil
-	})
-	if err != nil {
+	outsideSpec := framework.ClaimSpec([]framework.Request{{Name: "hca", Class: class, CEL: framework.OnPort(rocePortA)}}, "", framework.OpaqueConfig(outside))
+	if err := env.ExpectTemplateRefused(ctx, time.Minute, ns, "outside", outsideSpec,
+		"is not inside one of the DeviceClass's allowedNetwork.staticAddressPrefixes"); err != nil {
 		t.Errorf("%s: a static address outside the pool's prefix: %v", framework.DriverFault, err)
 	}
 	env.DeletePod(t, ns, "static")

@@ -7,9 +7,6 @@ import (
 	"testing"
 	"time"
 
-	resourceapi "k8s.io/api/resource/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/rdma-dra/rdma-dra-driver/test/e2e/framework"
 )
 
@@ -46,20 +43,7 @@ func TestClaimCannotExceedClassLimits(t *testing.T) {
 
 	t.Run("webhook refuses management on the shared class", func(t *testing.T) {
 		ns := env.NewNamespace(t, "limits-webhook")
-		err := framework.Poll(ctx, 2*time.Minute, 2*time.Second, func(ctx context.Context) error {
-			_, err := env.Client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, &resourceapi.ResourceClaimTemplate{
-				ObjectMeta: metav1.ObjectMeta{Name: "mgmt"}, Spec: resourceapi.ResourceClaimTemplateSpec{Spec: spec},
-			}, metav1.CreateOptions{})
-			if err == nil {
-				_ = env.Client.ResourceV1().ResourceClaimTemplates(ns).Delete(ctx, "mgmt", metav1.DeleteOptions{})
-				return errors.New("admitted")
-			}
-			if !strings.Contains(err.Error(), "spec.spec.devices.config[0].opaque.parameters."+limitMessage) {
-				return err
-			}
-			return nil
-		})
-		if err != nil {
+		if err := env.ExpectTemplateRefused(ctx, 2*time.Minute, ns, "mgmt", spec, "spec.spec.devices.config[0].opaque.parameters."+limitMessage); err != nil {
 			t.Fatalf("create: %v; want a refusal naming %q", err, limitMessage)
 		}
 	})

@@ -411,3 +411,26 @@ func AllocatedDevices(c *resourceapi.ResourceClaim) []string {
 	}
 	return out
 }
+
+// ExpectTemplateRefused creates a ResourceClaimTemplate named name with spec in ns until
+// the API server refuses it with a message that contains every one of wants; a template
+// that is admitted is deleted and tried again, since the webhook may still be starting
+// after an install. After timeout it returns the last answer as an error ("admitted", or
+// a refusal without wants).
+func (e *Env) ExpectTemplateRefused(ctx context.Context, timeout time.Duration, ns, name string, spec resourceapi.ResourceClaimSpec, wants ...string) error {
+	return Poll(ctx, timeout, 2*time.Second, func(ctx context.Context) error {
+		_, err := e.Client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, &resourceapi.ResourceClaimTemplate{
+			ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: resourceapi.ResourceClaimTemplateSpec{Spec: spec},
+		}, metav1.CreateOptions{})
+		if err == nil {
+			_ = e.Client.ResourceV1().ResourceClaimTemplates(ns).Delete(ctx, name, metav1.DeleteOptions{})
+			return errors.New("admitted")
+		}
+		for _, w := range wants {
+			if !strings.Contains(err.Error(), w) {
+				return err
+			}
+		}
+		return nil
+	})
+}
