@@ -80,6 +80,11 @@ type Config struct {
 	// Network configures network attachment on this node: the address pools of
 	// `ipam: node` (network.go).
 	Network NetworkConfig `json:"network,omitempty"`
+
+	// LegacyResources keep the unit of k8s-rdma-shared-dev-plugin resources: each entry
+	// is published as one device that stands for every published port its selectors
+	// match on the node, shared by up to MaxPods claims (legacy.go).
+	LegacyResources []LegacyResource `json:"legacyResources,omitempty"`
 }
 
 // LegacyConfig configures the legacy device model.
@@ -148,6 +153,7 @@ func (c *Config) SetDefaults() {
 	for i := range c.Exclude {
 		c.Exclude[i].normalize()
 	}
+	c.setLegacyResourceDefaults()
 	c.setNetworkDefaults()
 }
 

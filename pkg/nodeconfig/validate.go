@@ -43,6 +43,7 @@ func (c *Config) Validate() field.ErrorList {
 	for i := range c.Exclude {
 		errs = append(errs, c.Exclude[i].validate(field.NewPath("exclude").Index(i))...)
 	}
+	errs = append(errs, c.validateLegacyResources()...)
 	errs = append(errs, c.validateNetwork()...)
 	return errs
 }
