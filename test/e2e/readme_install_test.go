@@ -17,9 +17,10 @@ import (
 
 // TestReadmeInstall runs the README's install and uninstall commands, as a user copies
 // them, on the local cluster: first with Helm, then with the static manifests. The only
-// changes (framework.Localize) are the local cluster's values appended to helm install
-// (its kubelet directory, mock mode, the local image) and the static manifests rendered
-// from the same chart with the same values. Each way must publish the node's devices,
+// changes (framework.Localize) are the repository's chart in place of the published one
+// (the tree under test), the local cluster's values appended to helm install (its kubelet
+// directory, mock mode, the local image) and the static manifests rendered from the same
+// chart with the same values. Each way must publish the node's devices,
 // create the default pools' DeviceClasses, run a pod on a claim, and uninstall without
 // leaving anything on the node, the namespace included. The suite's installation is
 // removed first (the README creates the namespace) and put back at the end.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -70,13 +71,34 @@ func ReadmeBlock(readme []byte, name string) ([]string, error) {
 	return cmds, nil
 }
 
+// The chart the README installs: the published chart at its version, which Localize
+// replaces with the repository's own chart directory (the tree under test, relative to
+// the repository root RunReadme runs the commands in).
+const (
+	PublishedChart = "oci://ghcr.io/rdma-dra/charts/rdma-dra-driver"
+	RepoChart      = "deployments/helm/rdma-dra-driver"
+)
+
+var (
+	// publishedChartArg is PublishedChart as one word of a command.
+	publishedChartArg = regexp.MustCompile(`(^|\s)` + regexp.QuoteMeta(PublishedChart) + `(\s|$)`)
+	// versionFlag is helm's --version with its value, which picks a published chart's
+	// version and has no meaning for a chart directory.
+	versionFlag = regexp.MustCompile(`\s--version(?:=|\s+)\S+`)
+)
+
 // Localize turns a README command into the one that does the same on the local cluster:
-// helm install and upgrade get the cluster's values files appended (its kubelet
-// directory, mock mode and the local image are not the chart's defaults), and the static
-// manifests are read from staticDir, where they were rendered from the same chart with
-// the same values. Nothing else of the command changes.
+// helm install and upgrade take the repository's chart instead of the published one
+// (PublishedChart and its --version become RepoChart) and get the cluster's values files
+// appended (its kubelet directory, mock mode and the local image are not the chart's
+// defaults), and the static manifests are read from staticDir, where they were rendered
+// from the same chart with the same values. Nothing else of the command changes.
 func Localize(cmd string, values []string, staticDir string) string {
 	if strings.HasPrefix(cmd, "helm install ") || strings.HasPrefix(cmd, "helm upgrade ") {
+		if publishedChartArg.MatchString(cmd) {
+			cmd = publishedChartArg.ReplaceAllString(cmd, "${1}"+RepoChart+"${2}")
+			cmd = versionFlag.ReplaceAllString(cmd, "")
+		}
 		for _, v := range values {
 			cmd += " --values " + shellQuote(v)
 		}

@@ -55,6 +55,16 @@ func TestLocalize(t *testing.T) {
 		{"helm uninstall r --namespace n", "helm uninstall r --namespace n"},
 		{"kubectl apply --server-side -f deployments/static/rdma-dra-driver.yaml", "kubectl apply --server-side -f /tmp/s/rdma-dra-driver.yaml"},
 		{"kubectl create namespace n", "kubectl create namespace n"},
+		{"helm install r oci://ghcr.io/rdma-dra/charts/rdma-dra-driver --version 0.1.0 --namespace n",
+			`helm install r deployments/helm/rdma-dra-driver --namespace n --values '/c/driver-values.yaml' --values '/r/it'\''s.yaml'`},
+		{"helm upgrade r oci://ghcr.io/rdma-dra/charts/rdma-dra-driver --namespace n --version=0.2.0",
+			`helm upgrade r deployments/helm/rdma-dra-driver --namespace n --values '/c/driver-values.yaml' --values '/r/it'\''s.yaml'`},
+		// Another chart keeps its version: only the published chart is replaced.
+		{"helm install r oci://example.com/charts/other --version 1.0.0",
+			`helm install r oci://example.com/charts/other --version 1.0.0 --values '/c/driver-values.yaml' --values '/r/it'\''s.yaml'`},
+		{"helm install r oci://ghcr.io/rdma-dra/charts/rdma-dra-driver-extra --version 1.0.0",
+			`helm install r oci://ghcr.io/rdma-dra/charts/rdma-dra-driver-extra --version 1.0.0 --values '/c/driver-values.yaml' --values '/r/it'\''s.yaml'`},
+		{"helm pull oci://ghcr.io/rdma-dra/charts/rdma-dra-driver --version 0.1.0", "helm pull oci://ghcr.io/rdma-dra/charts/rdma-dra-driver --version 0.1.0"},
 	}
 	for _, tc := range tests {
 		if got := Localize(tc.in, values, "/tmp/s/"); got != tc.want {
