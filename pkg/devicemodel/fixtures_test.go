@@ -138,12 +138,19 @@ func checkInvariants(t *testing.T, res *Result) {
 		if !devices[name] {
 			t.Errorf("Result.Devices has %q, which is not published", name)
 		}
-		if meta.Name != name || meta.PortKey != DeviceName(meta.Port.IBDev, meta.Port.Port) {
+		wantKey := DeviceName(meta.Port.IBDev, meta.Port.Port)
+		if meta.Mode == ModeLegacy {
+			wantKey = name // a legacy device stands for several ports
+			if len(meta.Ports) == 0 || meta.Port.IBDev != meta.Ports[0].IBDev || meta.Port.Port != meta.Ports[0].Port {
+				t.Errorf("Result.Devices[%q]: Port %s/%d is not the first of Ports %v", name, meta.Port.IBDev, meta.Port.Port, meta.Ports)
+			}
+		}
+		if meta.Name != name || meta.PortKey != wantKey {
 			t.Errorf("Result.Devices[%q] = %+v is inconsistent", name, meta)
 		}
 	}
 	for i, is := range res.Issues {
-		if is.Reason == "" || strings.TrimSpace(is.IBDev) == "" {
+		if is.Reason == "" || (strings.TrimSpace(is.IBDev) == "" && is.LegacyResource == "") {
 			t.Errorf("issue %d is incomplete: %+v", i, is)
 		}
 	}
@@ -159,8 +166,15 @@ func checkExclusive(t *testing.T, res *Result, counterSets map[string]resourceap
 	byIBDev := map[string][]resourceapi.Device{}
 	for _, s := range res.Resources.Pools[res.PoolName].Slices {
 		for _, d := range s.Devices {
-			ibdev := res.Devices[d.Name].Port.IBDev
-			byIBDev[ibdev] = append(byIBDev[ibdev], d)
+			meta := res.Devices[d.Name]
+			seen := map[string]bool{}
+			// A legacy device is on every RDMA device of its ports.
+			for _, p := range meta.AllPorts() {
+				if !seen[p.IBDev] {
+					seen[p.IBDev] = true
+					byIBDev[p.IBDev] = append(byIBDev[p.IBDev], d)
+				}
+			}
 		}
 	}
 	for _, ibdev := range sortedKeys(byIBDev) {

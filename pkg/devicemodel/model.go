@@ -46,6 +46,9 @@ type Mode string
 const (
 	ModeExclusive Mode = "exclusive"
 	ModeShared    Mode = "shared"
+	// ModeLegacy is the device of a legacy resource (nodeconfig.LegacyResource): every
+	// port it selects, shared by up to its MaxPods claims.
+	ModeLegacy Mode = "legacy"
 )
 
 // Counter is the one counter of a counter set. The set of a single-port RDMA device
@@ -89,8 +92,11 @@ type Result struct {
 type Device struct {
 	// Name is the published device name.
 	Name string
-	// Port is the port the device hands out.
+	// Port is the port the device hands out; the first of Ports for a legacy device.
 	Port discovery.Port
+	// Ports are all the ports a legacy device stands for, in port order; nil for the
+	// devices of one port. AllPorts returns the list for either.
+	Ports []discovery.Port
 	// Mode is exclusive or shared.
 	Mode Mode
 	// MaxShares is the shared capacity of a shared device, 1 for a legacy single-share
@@ -107,8 +113,19 @@ type Device struct {
 	Attributes map[resourceapi.QualifiedName]resourceapi.DeviceAttribute
 }
 
+// AllPorts returns the ports the device stands for: Ports of a legacy device, else Port.
+func (d *Device) AllPorts() []discovery.Port {
+	if len(d.Ports) > 0 {
+		return d.Ports
+	}
+	return []discovery.Port{d.Port}
+}
+
 // Issue is something Build left out.
 type Issue struct {
+	// LegacyResource names the legacy resource that was not published; empty for a
+	// port's issue.
+	LegacyResource string
 	// IBDev and Port identify the port.
 	IBDev string
 	Port  int
@@ -122,6 +139,10 @@ type Issue struct {
 // information, because the device is still usable without it.
 func (r *Result) LogIssues(logger klog.Logger) {
 	for _, is := range r.Issues {
+		if is.LegacyResource != "" {
+			logger.Error(nil, "Legacy resource not published", "legacyResource", is.LegacyResource, "reason", is.Reason)
+			continue
+		}
 		if is.Attribute == "" {
 			logger.Error(nil, "Port not published", "ibdev", is.IBDev, "port", is.Port, "reason", is.Reason)
 			continue
@@ -157,6 +178,7 @@ func Build(inv *discovery.Inventory, opts Options) (*Result, error) {
 	ports = slices.DeleteFunc(ports, func(p discovery.Port) bool { return !opts.Config.Selects(&p) })
 
 	usedNames := make(map[string]string) // device or counter set name -> its port or RDMA device
+	lp := planLegacy(ports, inv.NetnsMode, opts, usedNames)
 	var groups []portGroup
 	// The ports of one RDMA device are adjacent in sorted order, and they are built
 	// together: they share the device's uverbs node, so exclusive is decided per device.
@@ -165,9 +187,11 @@ func Build(inv *discovery.Inventory, opts Options) (*Result, error) {
 		for n < len(rest) && rest[n].IBDev == rest[0].IBDev {
 			n++
 		}
-		gs, issues := buildRDMADevice(rest[:n], inv.NetnsMode, opts, usedNames)
+		ibdev := rest[0].IBDev
+		gs, ref, issues := buildRDMADevice(rest[:n], inv.NetnsMode, opts, usedNames, lp.counterFor(ibdev))
 		rest = rest[n:]
 		res.Issues = append(res.Issues, issues...)
+		lp.addCounter(ibdev, ref)
 		for _, g := range gs {
 			for _, d := range g.devices {
 				res.Devices[d.Name] = g.meta[d.Name]
@@ -175,6 +199,14 @@ func Build(inv *discovery.Inventory, opts Options) (*Result, error) {
 		}
 		groups = append(groups, gs...)
 	}
+	legacyGroups, legacyIssues := lp.build(groups, inv.NetnsMode, opts.DriverName)
+	res.Issues = append(res.Issues, legacyIssues...)
+	for _, g := range legacyGroups {
+		for _, d := range g.devices {
+			res.Devices[d.Name] = g.meta[d.Name]
+		}
+	}
+	groups = append(groups, legacyGroups...)
 
 	res.Resources = resourceslice.DriverResources{
 		Pools: map[string]resourceslice.Pool{opts.PoolName: {Slices: pack(groups)}},
@@ -230,6 +262,8 @@ type portGroup struct {
 	devices    []resourceapi.Device
 	counterSet *resourceapi.CounterSet
 	meta       map[string]Device
+	// port is the group's port; nil for the group of the legacy devices.
+	port *discovery.Port
 }
 
 // portConfig is the node configuration as it applies to the ports of a node in netns mode.
@@ -326,14 +360,14 @@ func modeAttributes(p *discovery.Port, netns discovery.NetnsMode, driverName str
 // newDevice returns the API device of pl, with copies of attrs and taints so that no two
 // devices alias. With a counter set it consumes from it (counterConsumption); a shared
 // device of the default model has the shares capacity.
-func newDevice(pl devicePlan, attrs map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, taints []resourceapi.DeviceTaint, set *resourceapi.CounterSet, legacy bool) resourceapi.Device {
+func newDevice(pl devicePlan, attrs map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, taints []resourceapi.DeviceTaint, ref *counterRef, legacy bool) resourceapi.Device {
 	d := resourceapi.Device{
 		Name:       pl.name,
 		Attributes: maps.Clone(attrs), // no aliasing between devices
 		Taints:     slices.Clone(taints),
 	}
-	if set != nil {
-		d.ConsumesCounters = counterConsumption(set, pl.mode)
+	if ref != nil {
+		d.ConsumesCounters = counterConsumption(ref, pl.mode)
 	}
 	if pl.mode == ModeShared && !legacy {
 		d.AllowMultipleAllocations = ptr.To(true)

@@ -42,7 +42,11 @@ import (
 // buildRDMADevice makes the devices of the selected ports of one RDMA device, in port
 // order, and reports the ports it cannot publish. The counter set of the RDMA device, if
 // it has one, goes with the first port group.
-func buildRDMADevice(ports []discovery.Port, netns discovery.NetnsMode, opts Options, usedNames map[string]string) ([]portGroup, []Issue) {
+//
+// lc says whether legacy resources take the RDMA device (legacy.go): then its counter, if
+// it needs one, goes to the node's legacy counter set lc.set, so that a legacy device can
+// consume the counters of many RDMA devices from at most two sets, and it is returned.
+func buildRDMADevice(ports []discovery.Port, netns discovery.NetnsMode, opts Options, usedNames map[string]string, lc legacyCounter) ([]portGroup, *counterRef, []Issue) {
 	cfg := portConfig(opts.Config, netns)
 	// Without counters nothing keeps two exclusive devices of one RDMA device apart.
 	oneExclusive := opts.Legacy && cfg.Legacy.Mode == nodeconfig.LegacyModeExclusive
@@ -71,16 +75,20 @@ func buildRDMADevice(ports []discovery.Port, netns discovery.NetnsMode, opts Opt
 		kept = append(kept, planned{port: p, key: key, plans: plans})
 	}
 
+	// set is the RDMA device's own counter set, published with its first port; ref is
+	// the counter its devices consume, in set or in the node's legacy counter set.
 	var set *resourceapi.CounterSet
-	switch {
-	case opts.Legacy || len(kept) == 0:
-		// No counters.
-	case len(kept) == 1 && cfg.Modes == nodeconfig.ModesBoth:
-		set = newCounterSet(kept[0].key, 1)
-	case len(kept) > 1 && cfg.Modes != nodeconfig.ModesShared:
+	var ref *counterRef
+	// counterName is the name of the RDMA device's counter set, or of its counter in the
+	// legacy counter set: the port's key for one port, else the RDMA device's name.
+	counterName := func() (string, []Issue) {
+		if len(kept) == 1 {
+			return kept[0].key, nil
+		}
 		name := RDMADeviceName(ports[0].IBDev)
 		if err := reserveNames([]string{name}, "RDMA device "+ports[0].IBDev, usedNames); err != nil {
 			// Its ports cannot be published without it: give their names back.
+			var issues []Issue
 			for _, k := range kept {
 				for _, n := range planNames(k.key, k.plans) {
 					delete(usedNames, n)
@@ -88,10 +96,43 @@ func buildRDMADevice(ports []discovery.Port, netns discovery.NetnsMode, opts Opt
 				issues = append(issues, Issue{IBDev: k.port.IBDev, Port: k.port.Port,
 					Reason: fmt.Sprintf("the counter set %q of the RDMA device's ports is not usable: %v", name, err)})
 			}
+			return "", issues
+		}
+		return name, nil
+	}
+	switch {
+	case opts.Legacy || len(kept) == 0:
+		// No counters.
+	case lc.extra > 0 && cfg.Modes != nodeconfig.ModesShared:
+		// Legacy devices consume one unit each, like a shared device, and an exclusive
+		// device consumes them all.
+		name, failed := counterName()
+		if failed != nil {
+			issues = append(issues, failed...)
 			sortIssuesByPort(issues)
-			return nil, issues
+			return nil, nil, issues
+		}
+		shared := 0
+		if cfg.Modes == nodeconfig.ModesBoth {
+			shared = len(kept)
+		}
+		ref = &counterRef{set: lc.set, counter: name, value: shared + lc.extra}
+	case len(kept) == 1 && cfg.Modes == nodeconfig.ModesBoth:
+		set = newCounterSet(kept[0].key, 1)
+	case len(kept) > 1 && cfg.Modes != nodeconfig.ModesShared:
+		name, failed := counterName()
+		if failed != nil {
+			issues = append(issues, failed...)
+			sortIssuesByPort(issues)
+			return nil, nil, issues
 		}
 		set = newCounterSet(name, len(kept))
+	}
+	if set != nil {
+		ref = &counterRef{set: set.Name, counter: Counter, value: len(kept)}
+		if len(kept) == 1 {
+			ref.value = 1
+		}
 	}
 
 	groups := make([]portGroup, 0, len(kept))
@@ -104,14 +145,18 @@ func buildRDMADevice(ports []discovery.Port, netns discovery.NetnsMode, opts Opt
 			g.counterSet = set
 		}
 		for _, pl := range k.plans {
-			g.devices = append(g.devices, newDevice(pl, attrsByMode[pl.mode], taints, set, opts.Legacy))
+			g.devices = append(g.devices, newDevice(pl, attrsByMode[pl.mode], taints, ref, opts.Legacy))
 			g.meta[pl.name] = Device{Name: pl.name, Port: *k.port, Mode: pl.mode, MaxShares: pl.maxShares, ShareIndex: pl.shareIndex, PortKey: k.key,
 				Attributes: attrsByMode[pl.mode]}
 		}
+		g.port = k.port
 		groups = append(groups, g)
 	}
 	sortIssuesByPort(issues)
-	return groups, issues
+	if ref != nil && ref.set != lc.set {
+		ref = nil // the RDMA device's own set: nothing for the caller
+	}
+	return groups, ref, issues
 }
 
 // sortIssuesByPort keeps Result.Issues sorted by port: the issues of one RDMA device are
@@ -129,16 +174,23 @@ func newCounterSet(name string, ports int) *resourceapi.CounterSet {
 	}
 }
 
-// counterConsumption is what a device of mode consumes of set: an exclusive device all of
+// counterRef is the counter that the devices of one RDMA device consume: counter of
+// counter set set, holding value.
+type counterRef struct {
+	set, counter string
+	value        int
+}
+
+// counterConsumption is what a device of mode consumes of ref: an exclusive device all of
 // it, every port of the RDMA device; a shared device one port's unit.
-func counterConsumption(set *resourceapi.CounterSet, mode Mode) []resourceapi.DeviceCounterConsumption {
+func counterConsumption(ref *counterRef, mode Mode) []resourceapi.DeviceCounterConsumption {
 	value := counterValue(1)
 	if mode == ModeExclusive {
-		value = set.Counters[Counter].Value.DeepCopy()
+		value = counterValue(ref.value)
 	}
 	return []resourceapi.DeviceCounterConsumption{{
-		CounterSet: set.Name,
-		Counters:   map[string]resourceapi.Counter{Counter: {Value: value}},
+		CounterSet: ref.set,
+		Counters:   map[string]resourceapi.Counter{ref.counter: {Value: value}},
 	}}
 }
 

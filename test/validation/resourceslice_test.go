@@ -33,6 +33,14 @@ var models = []model{
 	{name: "legacy-shared-on-modern", cluster: modern, opts: devicemodel.Options{Legacy: true}},
 	{name: "legacy-max-shares", cluster: older, opts: devicemodel.Options{Legacy: true, Config: nodeconfig.Config{Legacy: nodeconfig.LegacyConfig{Shares: nodeconfig.MaxLegacyShares}}}},
 	{name: "legacy-exclusive", cluster: older, opts: devicemodel.Options{Legacy: true, Config: nodeconfig.Config{Legacy: nodeconfig.LegacyConfig{Mode: nodeconfig.LegacyModeExclusive}}}},
+	// Legacy resources: devices of several ports whose counters move into the node's
+	// legacy counter sets, two of them overlapping, at the largest capacity.
+	{name: "legacy-resources", cluster: modern, opts: devicemodel.Options{Config: nodeconfig.Config{LegacyResources: []nodeconfig.LegacyResource{
+		{Name: "hca-shared-devices-a", MaxPods: nodeconfig.MaxLegacyPods},
+		{Name: "ib", Selectors: nodeconfig.Selector{LinkTypes: []string{"InfiniBand"}}},
+	}}}},
+	{name: "legacy-resources-exclusive-only", cluster: modern, opts: devicemodel.Options{Config: nodeconfig.Config{Modes: nodeconfig.ModesExclusive,
+		LegacyResources: []nodeconfig.LegacyResource{{Name: "all"}}}}},
 }
 
 // TestMockNodeProfiles validates the slices of every mock node profile, in every
