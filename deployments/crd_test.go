@@ -16,6 +16,7 @@ import (
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	"k8s.io/apimachinery/pkg/runtime"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"sigs.k8s.io/yaml"
@@ -173,10 +174,15 @@ func TestCRDValidation(t *testing.T) {
 		celErrs, _ := celValidator.Validate(context.Background(), nil, structural, obj, oldObj, celconfig.RuntimeCELCostBudget)
 		return append(errs, celErrs...)
 	}
+	// pool decodes like the API server: integers become int64, as CEL rules expect.
 	pool := func(name, spec string) map[string]any {
 		var obj map[string]any
 		doc := "apiVersion: rdma.dra.io/v1alpha1\nkind: RdmaPool\nmetadata: {name: " + name + "}\nspec: " + spec
-		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+		data, err := yaml.YAMLToJSON([]byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := utiljson.Unmarshal(data, &obj); err != nil {
 			t.Fatal(err)
 		}
 		return obj
@@ -204,10 +210,30 @@ func TestCRDValidation(t *testing.T) {
 		{name: "too many values", obj: pool("p", `{mode: shared, selectors: {drivers: [`+strings.Repeat("a,", 32)+`a]}}`), wantError: "Too many"},
 		{name: "mode is immutable", obj: pool("p", "{mode: exclusive}"), old: pool("p", "{mode: shared}"), wantError: "mode is immutable"},
 		{name: "selectors may change", obj: pool("p", "{mode: shared, selectors: {linkTypes: [IB]}}"), old: pool("p", "{mode: shared}")},
+
+		{name: "legacy", obj: pool("hca-shared-devices-a", `{mode: legacy, extendedResourceName: rdma/hca_shared_devices_a,
+			cel: "true", config: {apiVersion: rdma.dra.io/v1alpha1, kind: RdmaConfig, allowedCharDevices: verbs}}`)},
+		{name: "legacy with the empty selectors a Go client sends", obj: pool("p", "{mode: legacy, selectors: {}}")},
+		{name: "legacy with empty lists and speed 0", obj: pool("p", "{mode: legacy, selectors: {ifNames: [], linkTypes: [], minSpeedGbps: 0}}")},
+		{name: "legacy with a selector", obj: pool("p", "{mode: legacy, selectors: {linkTypes: [IB]}}"),
+			wantError: "spec.selectors: Invalid value: must be empty in legacy mode"},
+		{name: "legacy with a minimum speed", obj: pool("p", "{mode: legacy, selectors: {minSpeedGbps: 100}}"),
+			wantError: "spec.selectors: Invalid value: must be empty in legacy mode"},
+		{name: "legacy with every selector", obj: pool("p", `{mode: legacy, selectors: {vendors: ["15b3"], deviceIDs: ["1021"], drivers: [mlx5_core],
+			ifNames: ["ib*"], ibdevs: ["mlx5_*"], pciAddresses: ["0000:1a:*"]}}`), wantError: "must be empty in legacy mode"},
+		{name: "legacy name of 56 characters", obj: pool(strings.Repeat("a", 56), "{mode: legacy}")},
+		{name: "legacy name of 57 characters", obj: pool(strings.Repeat("a", 57), "{mode: legacy}"),
+			wantError: "metadata.name must be a DNS label of at most 56 characters in legacy mode"},
+		{name: "legacy name with a dot", obj: pool("hca.a", "{mode: legacy}"), wantError: "metadata.name must be a DNS label"},
+		{name: "dotted name of 57 characters in shared mode", obj: pool(strings.Repeat("a", 55)+".a", "{mode: shared}")},
+		{name: "shared becomes legacy", obj: pool("p", "{mode: legacy}"), old: pool("p", "{mode: shared}"), wantError: "mode is immutable"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			errs := check(tt.obj, tt.old)
+			if spec, _ := tt.obj["spec"].(map[string]any); spec["mode"] == string(v1alpha1.PoolModeLegacy) && tt.old == nil {
+				sameAsValidate(t, tt.obj, errs)
+			}
 			if tt.wantError == "" {
 				if len(errs) > 0 {
 					t.Errorf("refused: %v", errs.ToAggregate())
@@ -218,5 +244,25 @@ func TestCRDValidation(t *testing.T) {
 				t.Errorf("got %v, want an error containing %q", errs.ToAggregate(), tt.wantError)
 			}
 		})
+	}
+}
+
+// sameAsValidate checks that RdmaPool.Validate, which the webhook and the controller
+// apply, refuses the pool the CRD refused (crdErrs) with the same words, and accepts it
+// otherwise.
+func sameAsValidate(t *testing.T, obj map[string]any, crdErrs field.ErrorList) {
+	t.Helper()
+	pool := &v1alpha1.RdmaPool{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, pool); err != nil {
+		t.Fatal(err)
+	}
+	goErrs := pool.Validate()
+	if (len(goErrs) == 0) != (len(crdErrs) == 0) {
+		t.Fatalf("RdmaPool.Validate: %v; the CRD: %v", goErrs.ToAggregate(), crdErrs.ToAggregate())
+	}
+	for _, e := range goErrs {
+		if !strings.Contains(crdErrs.ToAggregate().Error(), e.Detail) {
+			t.Errorf("RdmaPool.Validate says %q, the CRD %v", e.Detail, crdErrs.ToAggregate())
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/randfill"
 )
 
@@ -44,6 +45,18 @@ func TestPoolValidate(t *testing.T) {
 		p.Name = "rdma-shared"
 		return p
 	}
+	// legacy turns the valid pool into a legacy one before f changes it.
+	legacy := func(f func(*RdmaPool)) func(*RdmaPool) {
+		return func(p *RdmaPool) {
+			p.Name, p.Spec.Mode = "hca-shared-devices-a", PoolModeLegacy
+			if f != nil {
+				f(p)
+			}
+		}
+	}
+	config := func(fields string) *runtime.RawExtension {
+		return &runtime.RawExtension{Raw: []byte(`{"apiVersion":"rdma.dra.io/v1alpha1","kind":"RdmaConfig",` + fields + `}`)}
+	}
 	tests := []struct {
 		name   string
 		mutate func(*RdmaPool)
@@ -62,6 +75,37 @@ func TestPoolValidate(t *testing.T) {
 		{"extended resource without domain", func(p *RdmaPool) { p.Spec.ExtendedResourceName = new("hca") }, "must be <domain>/<name>"},
 		{"extended resource of kubernetes.io", func(p *RdmaPool) { p.Spec.ExtendedResourceName = new("kubernetes.io/hca") }, "kubernetes.io domain"},
 		{"long CEL", func(p *RdmaPool) { p.Spec.CEL = strings.Repeat("x", MaxCELLength+1) }, "spec.cel: Too long"},
+
+		{"legacy", legacy(nil), ""},
+		{"legacy with CEL and extended resource", legacy(func(p *RdmaPool) {
+			p.Spec.CEL = `device.attributes["rdma.dra.io"].ports >= 8`
+			p.Spec.ExtendedResourceName = new("rdma/hca_shared_devices_a")
+		}), ""},
+		{"legacy name of 56 characters", legacy(func(p *RdmaPool) { p.Name = strings.Repeat("a", 56) }), ""},
+		{"legacy name of 57 characters", legacy(func(p *RdmaPool) { p.Name = strings.Repeat("a", 57) }),
+			"metadata.name: Invalid value: \"" + strings.Repeat("a", 57) + "\": " + legacyNameMessage},
+		{"legacy name with a dot", legacy(func(p *RdmaPool) { p.Name = "hca.shared" }),
+			`metadata.name: Invalid value: "hca.shared": must be a DNS label of at most 56 characters in legacy mode`},
+		{"dotted name in shared mode", func(p *RdmaPool) { p.Name = "hca.shared" }, ""},
+		{"legacy with a selector", legacy(func(p *RdmaPool) { p.Spec.Selectors.LinkTypes = []LinkType{"IB"} }),
+			"spec.selectors: Forbidden: " + legacySelectorsMessage},
+		{"legacy with a minimum speed", legacy(func(p *RdmaPool) { p.Spec.Selectors.MinSpeedGbps = new(int32(200)) }),
+			"spec.selectors: Forbidden: must be empty in legacy mode"},
+		{"legacy with minimum speed 0", legacy(func(p *RdmaPool) { p.Spec.Selectors.MinSpeedGbps = new(int32(0)) }), ""},
+		{"legacy with empty lists", legacy(func(p *RdmaPool) { p.Spec.Selectors.IBDevs = []string{} }), ""},
+		{"legacy config without network", legacy(func(p *RdmaPool) {
+			p.Spec.Config = config(`"allowedCharDevices":"verbs","memlock":"unlimited"`)
+		}), ""},
+		{"legacy config with network", legacy(func(p *RdmaPool) { p.Spec.Config = config(`"network":{"mode":"macvlan"}`) }),
+			"spec.config.network: Forbidden: " + legacyNetworkMessage},
+		{"legacy config with network mode none", legacy(func(p *RdmaPool) { p.Spec.Config = config(`"network":{"mode":"none"}`) }),
+			"spec.config.network: Forbidden: must not be set in legacy mode"},
+		{"legacy config that lets claims attach", legacy(func(p *RdmaPool) { p.Spec.Config = config(`"allowedNetwork":{"modes":["ipoib"]}`) }),
+			"spec.config.allowedNetwork: Forbidden: must not be set in legacy mode"},
+		{"legacy config with network and another error", legacy(func(p *RdmaPool) {
+			p.Spec.Config = config(`"gidIndex":300,"network":{"mode":"move"}`)
+		}), `spec.config.network: Forbidden`},
+		{"network in shared mode", func(p *RdmaPool) { p.Spec.Config = config(`"network":{"mode":"macvlan"}`) }, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -73,6 +117,30 @@ func TestPoolValidate(t *testing.T) {
 			}
 			if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
 				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestLegacyDeviceName: the device of the longest legacy pool name is a DNS label of the
+// longest length, and one character more is not.
+func TestLegacyDeviceName(t *testing.T) {
+	tests := []struct {
+		pool  string
+		valid bool
+	}{
+		{"hca-shared-devices-a", true},
+		{strings.Repeat("a", MaxLegacyPoolNameLength), true},
+		{strings.Repeat("a", MaxLegacyPoolNameLength+1), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.pool, func(t *testing.T) {
+			name := LegacyDeviceName(tt.pool)
+			if name != "legacy-"+tt.pool {
+				t.Errorf("LegacyDeviceName(%q) = %q", tt.pool, name)
+			}
+			if msgs := validation.IsDNS1123Label(name); (len(msgs) == 0) != tt.valid {
+				t.Errorf("%q as a DNS label: %v, want valid %v", name, msgs, tt.valid)
 			}
 		})
 	}

@@ -30,15 +30,41 @@ const (
 	MaxCELLength = 4096
 )
 
-// PoolMode is how a pool hands out ports: whole (exclusive) or in shares (shared).
-// +kubebuilder:validation:Enum=shared;exclusive
+// PoolMode is how a pool hands out ports: whole (exclusive), in shares (shared), or all
+// of a node's selected ports at once, as k8s-rdma-shared-dev-plugin did (legacy).
+// +kubebuilder:validation:Enum=shared;exclusive;legacy
 type PoolMode string
 
 // The pool modes; they are the values of the rdma.dra.io/mode device attribute.
 const (
-	PoolModeShared    PoolMode = "shared"
+	// PoolModeShared: one allocation is one or more shares (rdma.dra.io/shares) of one
+	// port.
+	PoolModeShared PoolMode = "shared"
+	// PoolModeExclusive: one allocation is one whole port.
 	PoolModeExclusive PoolMode = "exclusive"
+	// PoolModeLegacy: one allocation is one share of the node's device
+	// LegacyDeviceName(pool), which stands for every port that the node configuration's
+	// legacyResources entry named after the pool selects on that node: a pod that asks
+	// for one unit of the pool's extended resource gets all of those ports, as one unit
+	// of a k8s-rdma-shared-dev-plugin resource gave it every HCA of its config entry.
+	// The entry's maxPods (the plugin's rdmaHcaMax) is the device's rdma.dra.io/shares,
+	// so at most that many claims hold it at once. The pool has no selectors of its own.
+	PoolModeLegacy PoolMode = "legacy"
 )
+
+// PoolModes lists the pool modes in the order of the CRD's enum.
+var PoolModes = []PoolMode{PoolModeShared, PoolModeExclusive, PoolModeLegacy}
+
+// LegacyDevicePrefix starts the name of the device a node publishes for a legacy pool.
+const LegacyDevicePrefix = "legacy-"
+
+// MaxLegacyPoolNameLength bounds the name of a legacy pool: the device LegacyDeviceName
+// makes of it must be a DNS label, at most 63 characters.
+const MaxLegacyPoolNameLength = 63 - len(LegacyDevicePrefix)
+
+// LegacyDeviceName is the name of the device that a node publishes for the legacy pool
+// called pool (and for the node configuration's legacyResources entry of that name).
+func LegacyDeviceName(pool string) string { return LegacyDevicePrefix + pool }
 
 // LinkType names a link layer. Both the kernel's spelling (InfiniBand, Ethernet) and the
 // short and lower-case forms the device plugins' configs use are accepted.
@@ -55,12 +81,13 @@ type LinkType string
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`
 // +kubebuilder:printcolumn:name="Ports",type=integer,JSONPath=`.status.ports`
-// +kubebuilder:printcolumn:name="Allocated",type=integer,JSONPath=`.status.allocated`,description="ports (exclusive) or shares (shared) in use"
-// +kubebuilder:printcolumn:name="Free",type=integer,JSONPath=`.status.free`,description="ports (exclusive) or shares (shared) that can still be allocated"
+// +kubebuilder:printcolumn:name="Allocated",type=integer,JSONPath=`.status.allocated`,description="ports (exclusive) or shares (shared, legacy) in use"
+// +kubebuilder:printcolumn:name="Free",type=integer,JSONPath=`.status.free`,description="ports (exclusive) or shares (shared, legacy) that can still be allocated"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Extended Resource",type=string,JSONPath=`.spec.extendedResourceName`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 253 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="metadata.name must be a DNS subdomain: it names the pool's DeviceClass"
+// +kubebuilder:validation:XValidation:rule="!(has(self.spec) && has(self.spec.mode) && self.spec.mode == 'legacy') || (self.metadata.name.size() <= 56 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'))",message="metadata.name must be a DNS label of at most 56 characters in legacy mode: each node publishes the pool's device as legacy-<name>, which must be a DNS label"
 type RdmaPool struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -74,15 +101,20 @@ type RdmaPool struct {
 }
 
 // RdmaPoolSpec selects ports and says how they are handed out.
+// +kubebuilder:validation:XValidation:rule="self.mode != 'legacy' || !has(self.selectors) || ((!has(self.selectors.vendors) || self.selectors.vendors.size() == 0) && (!has(self.selectors.deviceIDs) || self.selectors.deviceIDs.size() == 0) && (!has(self.selectors.drivers) || self.selectors.drivers.size() == 0) && (!has(self.selectors.ifNames) || self.selectors.ifNames.size() == 0) && (!has(self.selectors.ibdevs) || self.selectors.ibdevs.size() == 0) && (!has(self.selectors.linkTypes) || self.selectors.linkTypes.size() == 0) && (!has(self.selectors.pciAddresses) || self.selectors.pciAddresses.size() == 0) && (!has(self.selectors.minSpeedGbps) || self.selectors.minSpeedGbps == 0))",message="must be empty in legacy mode: the node configuration's legacyResources entry named after the pool selects its ports",fieldPath=".selectors"
 type RdmaPoolSpec struct {
-	// Mode is shared (claims get shares of a port, rdma.dra.io/shares) or exclusive
-	// (claims get whole ports). It cannot change: claims allocated from the pool's
-	// DeviceClass were allocated in that mode.
+	// Mode is shared (claims get shares of a port, rdma.dra.io/shares), exclusive
+	// (claims get whole ports) or legacy (a claim gets one share of the node's device
+	// legacy-<pool name>, and with it every port that the node configuration's
+	// legacyResources entry named after the pool selects on the node; that entry's
+	// maxPods claims may hold it at once). It cannot change: claims allocated from the
+	// pool's DeviceClass were allocated in that mode.
 	// +required
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="mode is immutable; create another pool"
 	Mode PoolMode `json:"mode"`
 	// Selectors choose the ports. Within one selector any value may match (OR); all
-	// selectors that are set must match (AND). No selectors: every port.
+	// selectors that are set must match (AND). No selectors: every port. A legacy pool
+	// has none: its node configuration's legacyResources entry selects the ports.
 	// +optional
 	Selectors PoolSelectors `json:"selectors,omitempty"`
 	// CEL is an extra DRA CEL selector expression over `device`, ANDed with the
@@ -177,24 +209,28 @@ type RdmaPoolStatus struct {
 	// DeviceClassName is the DeviceClass the controller keeps for the pool.
 	// +optional
 	DeviceClassName string `json:"deviceClassName,omitempty"`
-	// Nodes is how many nodes have at least one port of the pool.
+	// Nodes is how many nodes have at least one port of the pool (a legacy pool: its
+	// device).
 	// +optional
 	Nodes int32 `json:"nodes"`
-	// Ports is how many ports the pool selects.
+	// Ports is how many ports the pool selects (a legacy pool: the ports its devices
+	// stand for, added up).
 	// +optional
 	Ports int32 `json:"ports"`
-	// Shares is the total number of shares of the pool's ports (shared pools).
+	// Shares is the total number of shares of the pool's ports (shared pools), or of its
+	// devices (legacy pools: each node's maxPods).
 	// +optional
 	Shares int64 `json:"shares,omitempty"`
 	// AllocatedPorts is how many of the pool's ports are allocated to a claim, wholly
-	// or in part.
+	// or in part (a legacy pool: the ports of its devices held by at least one claim).
 	// +optional
 	AllocatedPorts int32 `json:"allocatedPorts"`
-	// AllocatedShares is how many shares of the pool's ports are allocated (shared pools).
+	// AllocatedShares is how many shares of the pool's ports (shared pools) or devices
+	// (legacy pools) are allocated.
 	// +optional
 	AllocatedShares int64 `json:"allocatedShares,omitempty"`
-	// Allocated is what is in use in the pool's unit: shares in a shared pool, ports in
-	// an exclusive pool.
+	// Allocated is what is in use in the pool's unit: shares in a shared or legacy pool,
+	// ports in an exclusive pool.
 	// +optional
 	Allocated int64 `json:"allocated"`
 	// Free is what can still be allocated in the pool's unit. A port whose other mode is

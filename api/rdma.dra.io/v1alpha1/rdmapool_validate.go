@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -28,20 +29,38 @@ func (t LinkType) LinkLayer() (string, bool) {
 	return "", false
 }
 
+// The messages of the rules of a legacy pool, the same in the CRD's rules
+// (rdmapool_types.go) and in Validate.
+const (
+	legacyNameMessage      = "must be a DNS label of at most 56 characters in legacy mode: each node publishes the pool's device as legacy-<name>, which must be a DNS label"
+	legacySelectorsMessage = "must be empty in legacy mode: the node configuration's legacyResources entry named after the pool selects its ports"
+	legacyNetworkMessage   = "must not be set in legacy mode: a legacy pool's device stands for several ports and has no single netdev to attach"
+)
+
 // Validate checks what the CRD schema cannot: shell patterns, the extended resource
-// name and the config, which must decode strictly as an RdmaConfig. The CEL expression
-// is compiled by the controller, which knows the allocator's environment. Errors carry
-// field paths (spec.selectors.ifNames[0]).
+// name and the config, which must decode strictly as an RdmaConfig; and, for the
+// webhook and the controller, the CRD's rules of a legacy pool (a name that makes a
+// device name, no selectors) and that its config attaches no network. The CEL
+// expression is compiled by the controller, which knows the allocator's environment.
+// Errors carry field paths (spec.selectors.ifNames[0]).
 func (p *RdmaPool) Validate() field.ErrorList {
 	var errs field.ErrorList
+	name := field.NewPath("metadata", "name")
 	if msgs := validation.IsDNS1123Subdomain(p.Name); len(msgs) > 0 {
-		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), p.Name, strings.Join(msgs, "; ")))
+		errs = append(errs, field.Invalid(name, p.Name, strings.Join(msgs, "; ")))
 	}
 	spec := field.NewPath("spec")
-	switch p.Spec.Mode {
-	case PoolModeShared, PoolModeExclusive:
-	default:
-		errs = append(errs, field.NotSupported(spec.Child("mode"), p.Spec.Mode, []PoolMode{PoolModeShared, PoolModeExclusive}))
+	if !slices.Contains(PoolModes, p.Spec.Mode) {
+		errs = append(errs, field.NotSupported(spec.Child("mode"), p.Spec.Mode, PoolModes))
+	}
+	legacy := p.Spec.Mode == PoolModeLegacy
+	if legacy {
+		if len(p.Name) > MaxLegacyPoolNameLength || len(validation.IsDNS1123Label(p.Name)) > 0 {
+			errs = append(errs, field.Invalid(name, p.Name, legacyNameMessage))
+		}
+		if !p.Spec.Selectors.empty() {
+			errs = append(errs, field.Forbidden(spec.Child("selectors"), legacySelectorsMessage))
+		}
 	}
 	errs = append(errs, p.Spec.Selectors.validate(spec.Child("selectors"))...)
 	if len(p.Spec.CEL) > MaxCELLength {
@@ -54,6 +73,27 @@ func (p *RdmaPool) Validate() field.ErrorList {
 	}
 	if p.Spec.Config != nil {
 		errs = append(errs, ValidateConfigBytes(spec.Child("config"), p.Spec.Config.Raw)...)
+		if legacy {
+			errs = append(errs, legacyConfig(spec.Child("config"), p.Spec.Config.Raw)...)
+		}
+	}
+	return errs
+}
+
+// legacyConfig refuses what a legacy pool's config (at fldPath) cannot have: a
+// network to attach, or a grant that lets claims ask for one. Without either, a claim of
+// the pool's class may attach nothing (NetworkPolicy).
+func legacyConfig(fldPath *field.Path, raw []byte) field.ErrorList {
+	cfg, err := DecodeBoundedConfig(raw)
+	if err != nil {
+		return nil // ValidateConfigBytes reports it
+	}
+	var errs field.ErrorList
+	if cfg.Network != nil {
+		errs = append(errs, field.Forbidden(fldPath.Child("network"), legacyNetworkMessage))
+	}
+	if cfg.AllowedNetwork != nil {
+		errs = append(errs, field.Forbidden(fldPath.Child("allowedNetwork"), legacyNetworkMessage))
 	}
 	return errs
 }
@@ -71,6 +111,14 @@ func ValidateConfigBytes(fldPath *field.Path, raw []byte) field.ErrorList {
 		return field.ErrorList{field.Invalid(fldPath, quoted, err.Error())}
 	}
 	return cfg.Validate(fldPath)
+}
+
+// empty reports whether the selectors select every port: no values, and no minimum
+// speed above 0.
+func (s *PoolSelectors) empty() bool {
+	return len(s.Vendors) == 0 && len(s.DeviceIDs) == 0 && len(s.Drivers) == 0 && len(s.IfNames) == 0 &&
+		len(s.IBDevs) == 0 && len(s.LinkTypes) == 0 && len(s.PCIAddresses) == 0 &&
+		(s.MinSpeedGbps == nil || *s.MinSpeedGbps == 0)
 }
 
 func (s *PoolSelectors) validate(fldPath *field.Path) field.ErrorList {
