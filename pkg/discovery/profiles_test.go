@@ -22,6 +22,7 @@ func TestProfiles(t *testing.T) {
 	}
 	want := map[string]keyFacts{
 		"dgx-h100":      {ports: 10, netns: NetnsModeShared, models: map[string]string{"mlx5_0": "ConnectX-7"}},
+		"gb200":         {ports: 5, models: map[string]string{"mlx5_0": "ConnectX-7", "mlx5_bond_0": "BlueField-3"}, netdevs: map[string]string{"mlx5_3/1": "ibP18p3s0", "mlx5_bond_0/1": "bond0"}},
 		"mixed-bond":    {ports: 6, models: map[string]string{"mlx5_0": "ConnectX-7"}},
 		"roce-lag":      {ports: 8, models: map[string]string{"mlx5_bond_0": "ConnectX-7"}, netdevs: map[string]string{"mlx5_bond_0/1": "bond0", "mlx5_bond_7/1": "bond7"}},
 		"disabled-port": {ports: 4},

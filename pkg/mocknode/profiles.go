@@ -21,6 +21,7 @@ func (p Profile) Node() *Node { return p.build() }
 // profiles is the one list of profiles; Profiles sorts it.
 var profiles = []Profile{
 	{Name: "dgx-h100", Description: "8 ConnectX-7 NDR InfiniBand ports over 8 PCIe roots and 2 NUMA nodes, plus a dual-port ConnectX-7 RoCE card for storage", build: dgxH100},
+	{Name: "gb200", Description: "shaped like a GB200 NVL72 compute tray: 4 ConnectX-7 NDR InfiniBand ports over 4 PCI domains, plus a dual-port BlueField-3 in an 802.3ad bond (bond0, hardware LAG mlx5_bond_0) whose slaves share its MAC", build: gb200},
 	{Name: "mixed-bond", Description: "4 ConnectX-7 InfiniBand ports plus two ConnectX-6 Dx RoCE ports in one software bond (bond0)", build: mixedBond},
 	{Name: "roce-lag", Description: "8 dual-port ConnectX-7 Ethernet cards in hardware LAG: mlx5_bond_0..7, one port each on bond0..7", build: roceLAG},
 	{Name: "disabled-port", Description: "4 ConnectX-7 InfiniBand ports, one of them DOWN/Disabled", build: disabledPort},
@@ -65,6 +66,7 @@ const (
 	deviceConnectX6Dx  = 0x101d // MT2892 Family [ConnectX-6 Dx]
 	deviceMlx5VF       = 0x101e // ConnectX Family mlx5Gen Virtual Function
 	deviceConnectX7    = 0x1021 // MT2910 Family [ConnectX-7]
+	deviceBlueField3   = 0xa2dc // MT43244 BlueField-3 integrated ConnectX-7 network controller
 	deviceE810CQSFP    = 0x1592 // Ethernet Controller E810-C for QSFP
 	deviceBCM57508     = 0x1750 // BCM57508 NetXtreme-E 10Gb/25Gb/40Gb/50Gb/100Gb/200Gb Ethernet
 	deviceVirtioNet    = 0x1041 // Virtio 1.0 network device
@@ -79,9 +81,11 @@ const (
 const (
 	fwConnectX7   = "28.39.1002"
 	fwConnectX6Dx = "22.39.1002"
+	fwBlueField3  = "32.39.1002"
 	boardDGXCX7   = "NVD0000000054"
 	boardCX7Eth   = "MT_0000000838"
 	boardCX6Dx    = "MT_0000000359"
+	boardBF3      = "MT_0000000884"
 )
 
 // function returns an mlx5 PCI function; callers adjust what differs.

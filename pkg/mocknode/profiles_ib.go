@@ -3,10 +3,16 @@ package mocknode
 import "fmt"
 
 // cx7IB adds one single-function ConnectX-7 InfiniBand card (an OSFP NDR port) behind its
-// own PCIe switch, with its IPoIB interface, as GPU servers attach one NIC per GPU.
+// own PCIe switch in PCI domain 0, with its IPoIB interface, as GPU servers attach one
+// NIC per GPU.
 func cx7IB(n *Node, ibdev string, rootBus, numa int, guid uint64, lid uint16) {
-	root, bridges, bus := switchPath(0, rootBus)
-	addr := bdf(0, bus, 0, 0)
+	cx7IBIn(n, ibdev, 0, rootBus, numa, guid, lid)
+}
+
+// cx7IBIn is cx7IB in the given PCI domain.
+func cx7IBIn(n *Node, ibdev string, domain, rootBus, numa int, guid uint64, lid uint16) {
+	root, bridges, bus := switchPath(domain, rootBus)
+	addr := bdf(domain, bus, 0, 0)
 	n.PCIFunctions = append(n.PCIFunctions, function(addr, root, bridges, numa, deviceConnectX7, 0x0041, classInfiniBand))
 	n.Netdevs = append(n.Netdevs, ipoib(ifname("ib", addr, ""), addr, guid, 0))
 	n.RDMADevices = append(n.RDMADevices, mlx5(ibdev, addr, guid, fwConnectX7, boardDGXCX7, deviceConnectX7, ibPort(guid, lid)))
@@ -68,6 +74,42 @@ func mixedBond() *Node {
 			n.Netdevs[i].Master = "bond0"
 		}
 	}
+	return n
+}
+
+// gb200 is shaped like a compute tray of a GB200 NVL72: two Grace sockets, each PCIe root
+// a PCI domain of its own; four ConnectX-7 NDR compute ports, one per Blackwell GPU, two
+// per socket; and a dual-port BlueField-3 (in NIC mode) for the north-south network, its
+// two ports in an 802.3ad bond with hardware LAG. As in every 802.3ad bond, both slaves
+// have the bond's MAC, the first slave's: the tree has one MAC on three netdevs, which
+// the local cluster's stand-ins must take as they are.
+// Expected: mlx5_0..3 InfiniBand 400 Gb/s on ibp3s0, ibP2p3s0, ibP16p3s0, ibP18p3s0 (NUMA
+// 0, 0, 1, 1), no GID index; mlx5_bond_0 Ethernet 200 Gb/s on bond0 (MTU 9000,
+// 10.60.0.21), LAG, GID index 3, PCIe root pci0006:00; bond0, enP6p3s0f0np0 and
+// enP6p3s0f1np1 all 58:a2:e1:06:03:00.
+func gb200() *Node {
+	n := &Node{}
+	for i, domain := range []int{0x0, 0x2, 0x10, 0x12} {
+		cx7IBIn(n, fmt.Sprintf("mlx5_%d", i), domain, 0, i/2, 0x58a2e10300b10000+uint64(domain)<<8, uint16(0x210+i))
+	}
+	const (
+		mac  = 0x58a2e1060300
+		guid = 0x58a2e10300060300
+	)
+	root, bridges, bus := switchPath(0x6, 0)
+	n.Netdevs = append(n.Netdevs, bond("bond0", mac, 9000))
+	for fn := range 2 {
+		addr := bdf(0x6, bus, 0, fn)
+		f := function(addr, root, bridges, 0, deviceBlueField3, 0x0051, classEthernet)
+		n.PCIFunctions = append(n.PCIFunctions, f)
+		slave := ether(ifname("en", addr, fmt.Sprintf("f%dnp%d", fn, fn)), addr, mac, 9000, 0)
+		slave.Master = "bond0"
+		n.Netdevs = append(n.Netdevs, slave)
+	}
+	// Hardware LAG: the second PF gives up its RDMA device, mlx5_bond_0 on the first
+	// drives both ports, and the kernel gives its GIDs to the bond.
+	n.RDMADevices = append(n.RDMADevices, mlx5("mlx5_bond_0", bdf(0x6, bus, 0, 0), guid, fwBlueField3, boardBF3, deviceBlueField3,
+		rocePort(1, "200 Gb/sec (4X HDR)", RoCEGIDs("bond0", LinkLocalGID(MACToGUID(mac)), "10.60.0.21"))))
 	return n
 }
 

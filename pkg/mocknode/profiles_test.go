@@ -38,6 +38,11 @@ func TestProfileFacts(t *testing.T) {
 			{"mlx5_8", 1, "Ethernet", "ACTIVE", "enp168s0f0np0", 3, 200, false, false, "pci0000:a7"},
 			{"mlx5_9", 1, "Ethernet", "ACTIVE", "enp168s0f1np1", 3, 200, false, false, "pci0000:a7"},
 		}},
+		{"gb200", 5, 4, 0, []portFacts{
+			{"mlx5_0", 1, "InfiniBand", "ACTIVE", "ibp3s0", -1, 400, false, false, "pci0000:00"},
+			{"mlx5_3", 1, "InfiniBand", "ACTIVE", "ibP18p3s0", -1, 400, false, false, "pci0012:00"},
+			{"mlx5_bond_0", 1, "Ethernet", "ACTIVE", "bond0", 3, 200, true, false, "pci0006:00"},
+		}},
 		{"mixed-bond", 6, 4, 0, []portFacts{
 			{"mlx5_3", 1, "InfiniBand", "ACTIVE", "ibp171s0", -1, 400, false, false, "pci0000:a8"},
 			{"mlx5_4", 1, "Ethernet", "ACTIVE", "bond0", 3, 100, true, false, "pci0000:5d"},
