@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -75,6 +76,16 @@ func TestPlanTree(t *testing.T) {
 		{"mixed-bond", []linkSummary{
 			{Name: "bond0", MAC: "94:6d:ae:5e:0a:00", Role: RoleBond, MTU: 9000, Addresses: []string{"10.10.0.7/24"}, Ports: []string{"mlx5_4/1", "mlx5_5/1"}},
 		}},
+		// An 802.3ad bond as the kernel shows it: the slaves have the bond's MAC.
+		{"gb200", []linkSummary{
+			{Name: "bond0", MAC: "58:a2:e1:06:03:00", Role: RoleBond, MTU: 9000, Addresses: []string{"10.60.0.21/24"}, Ports: []string{"mlx5_bond_0/1"}},
+			{Name: "enP6p3s0f0np0", MAC: "58:a2:e1:06:03:00", Role: RoleBondSlave, MTU: 9000, Master: "bond0"},
+			{Name: "enP6p3s0f1np1", MAC: "58:a2:e1:06:03:00", Role: RoleBondSlave, MTU: 9000, Master: "bond0"},
+			{Name: "ibP16p3s0", MAC: "02:03:00:b1:10:00", Role: RoleIPoIB, MTU: 4092, Ports: []string{"mlx5_2/1"}},
+			{Name: "ibP18p3s0", MAC: "02:03:00:b1:12:00", Role: RoleIPoIB, MTU: 4092, Ports: []string{"mlx5_3/1"}},
+			{Name: "ibP2p3s0", MAC: "02:03:00:b1:02:00", Role: RoleIPoIB, MTU: 4092, Ports: []string{"mlx5_1/1"}},
+			{Name: "ibp3s0", MAC: "02:03:00:b1:00:00", Role: RoleIPoIB, MTU: 4092, Ports: []string{"mlx5_0/1"}},
+		}},
 	} {
 		t.Run(tc.profile, func(t *testing.T) {
 			got := summarize(planProfile(t, tc.profile))
@@ -88,6 +99,80 @@ func TestPlanTree(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestValidate checks the plan's refusals, above all of shared MACs: the members of one
+// bond may share one (802.3ad gives the slaves the bond's MAC), nothing else may.
+func TestValidate(t *testing.T) {
+	const mac, other = "02:00:00:00:00:01", "02:00:00:00:00:02"
+	bond := func(name, hw string) Link { return Link{Name: name, Role: RoleBond, HardwareAddr: hw, MTU: 9000} }
+	slave := func(name, hw, master string) Link {
+		return Link{Name: name, Role: RoleBondSlave, HardwareAddr: hw, MTU: 9000, Master: master}
+	}
+	roce := func(name, hw string) Link { return Link{Name: name, Role: RoleRoCE, HardwareAddr: hw, MTU: 9000} }
+	tests := []struct {
+		name  string
+		links []Link
+		// wantErr are substrings of the error; none: valid.
+		wantErr []string
+	}{
+		{name: "802.3ad: both slaves have the bond's MAC",
+			links: []Link{bond("bond0", mac), slave("eth0", mac, "bond0"), slave("eth1", mac, "bond0")}},
+		{name: "slaves listed before their bond",
+			links: []Link{slave("eth0", mac, "bond0"), slave("eth1", mac, "bond0"), bond("bond0", mac)}},
+		{name: "the bond has the first slave's MAC, the second its own",
+			links: []Link{bond("bond0", mac), slave("eth0", mac, "bond0"), slave("eth1", other, "bond0")}},
+		{name: "two slaves share a MAC the bond does not have",
+			links: []Link{bond("bond0", other), slave("eth0", mac, "bond0"), slave("eth1", mac, "bond0")}},
+		{name: "two bonds, each with its own MAC on its slaves",
+			links: []Link{bond("bond0", mac), bond("bond1", other), slave("eth0", mac, "bond0"), slave("eth1", other, "bond1")}},
+		{name: "unrelated links",
+			links:   []Link{roce("eth0", mac), roce("eth1", mac)},
+			wantErr: []string{"netdevs eth0 and eth1 have one MAC 02:00:00:00:00:01", "not one bond"}},
+		{name: "a bond and a link outside it",
+			links:   []Link{bond("bond0", mac), slave("eth0", mac, "bond0"), roce("eth2", mac)},
+			wantErr: []string{"netdevs bond0 and eth2 have one MAC"}},
+		{name: "slaves of two bonds",
+			links:   []Link{bond("bond0", mac), bond("bond1", other), slave("eth0", mac, "bond0"), slave("eth1", mac, "bond1")},
+			wantErr: []string{"netdevs bond0 and eth1 have one MAC"}},
+		{name: "two bonds",
+			links:   []Link{bond("bond0", mac), bond("bond1", mac)},
+			wantErr: []string{"netdevs bond0 and bond1 have one MAC"}},
+		{name: "a master that is not planned",
+			links:   []Link{slave("eth0", mac, "bond0"), slave("eth1", mac, "bond0")},
+			wantErr: []string{"netdev eth0: master bond0 is not a bond of the plan"}},
+		{name: "a master that is no bond",
+			links:   []Link{roce("eth0", mac), slave("eth1", mac, "eth0")},
+			wantErr: []string{"netdev eth1: master eth0 is not a bond of the plan"}},
+		{name: "a name planned twice",
+			links:   []Link{roce("eth0", mac), roce("eth0", other)},
+			wantErr: []string{"netdev eth0 planned twice"}},
+		{name: "a multicast MAC",
+			links:   []Link{roce("eth0", "03:00:00:00:00:01")},
+			wantErr: []string{"netdev eth0: \"03:00:00:00:00:01\" is not a unicast MAC"}},
+		{name: "an MTU out of range",
+			links:   []Link{{Name: "eth0", Role: RoleRoCE, HardwareAddr: mac, MTU: 67}},
+			wantErr: []string{"netdev eth0: MTU 67 out of range"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := (&Plan{Links: tc.links}).Validate()
+			if len(tc.wantErr) == 0 {
+				if err != nil {
+					t.Errorf("Validate: %v, want no error", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Validate accepted the plan, want an error with %q", tc.wantErr)
+			}
+			for _, want := range tc.wantErr {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("Validate: %v, want %q in it", err, want)
+				}
 			}
 		})
 	}
@@ -119,10 +204,11 @@ func TestRecordRoundTrip(t *testing.T) {
 	}
 }
 
-// TestCreateRemoveInPrivateNetns makes the dgx-h100 and mixed-bond stand-ins in a private
-// network namespace with the kernel's real netlink, checks them, makes them again over
-// the leftovers, refuses a foreign interface of a planned name without touching it, and
-// removes exactly what it made. It needs root (CAP_NET_ADMIN for a new namespace).
+// TestCreateRemoveInPrivateNetns makes the dgx-h100, mixed-bond and gb200 stand-ins (the
+// last a bond whose slaves have its MAC) in a private network namespace with the kernel's
+// real netlink, checks them, makes them again over the leftovers, refuses a foreign
+// interface of a planned name without touching it, and removes exactly what it made. It
+// needs root (CAP_NET_ADMIN for a new namespace).
 func TestCreateRemoveInPrivateNetns(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for a private network namespace")
@@ -136,10 +222,10 @@ func TestCreateRemoveInPrivateNetns(t *testing.T) {
 		t.Skip(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	for _, profile := range []string{"dgx-h100", "mixed-bond"} {
+	for _, profile := range []string{"dgx-h100", "mixed-bond", "gb200"} {
 		t.Run(profile, func(t *testing.T) {
 			plan := planProfile(t, profile)
-			if profile == "mixed-bond" && !kernel[KindBridge] {
+			if hasBond(plan) && !kernel[KindBridge] {
 				t.Skip("no bridge in this kernel")
 			}
 			err := InPrivateNetns(func(h *netlink.Handle) error {
@@ -197,6 +283,10 @@ func TestCreateRemoveInPrivateNetns(t *testing.T) {
 			}
 		})
 	}
+}
+
+func hasBond(p *Plan) bool {
+	return slices.ContainsFunc(p.Links, func(l Link) bool { return l.Role == RoleBond })
 }
 
 // checkLinks compares the namespace's links with a record: name, kind, MAC, MTU, up,

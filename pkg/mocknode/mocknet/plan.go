@@ -173,12 +173,20 @@ func (p *Plan) sort() {
 }
 
 // Validate checks what the kernel would refuse or what would make two stand-ins one:
-// names, MACs, MTUs.
+// names, MACs, MTUs, masters.
+//
+// Two links may have one MAC only when they belong to one bond: the bond and a slave, or
+// two slaves. An 802.3ad bond takes the MAC of its first slave and gives it to all of
+// them (so do the other modes but balance-tlb and balance-alb, unless fail_over_mac says
+// otherwise), so the tree of a bonded node has it on every member; the kernel accepts
+// equal MACs on the bridge and veth ends that stand in for them. Any other shared MAC is
+// a mistake of the tree, and would leave two unrelated stand-ins that only their names
+// tell apart.
 func (p *Plan) Validate() error {
-	names, macs := map[string]bool{}, map[string]string{}
-	master := map[string]string{}
+	names, macs := map[string]bool{}, map[string]Link{}
+	roles := map[string]Role{}
 	for _, l := range p.Links {
-		master[l.Name] = l.Master
+		roles[l.Name] = l.Role
 	}
 	for _, l := range p.Links {
 		if l.Name == "" || len(l.Name) > 15 {
@@ -188,20 +196,33 @@ func (p *Plan) Validate() error {
 			return fmt.Errorf("netdev %s planned twice", l.Name)
 		}
 		names[l.Name] = true
+		if l.Master != "" && roles[l.Master] != RoleBond {
+			return fmt.Errorf("netdev %s: master %s is not a bond of the plan", l.Name, l.Master)
+		}
 		hw, err := net.ParseMAC(l.HardwareAddr)
 		if err != nil || len(hw) != 6 || hw[0]&1 != 0 {
 			return fmt.Errorf("netdev %s: %q is not a unicast MAC", l.Name, l.HardwareAddr)
 		}
-		// A bond has the MAC of its first slave, as the kernel gives it.
-		if other, ok := macs[hw.String()]; ok && master[l.Name] != other && master[other] != l.Name {
-			return fmt.Errorf("netdevs %s and %s have one MAC %s", other, l.Name, hw)
+		switch other, ok := macs[hw.String()]; {
+		case !ok:
+			macs[hw.String()] = l
+		case bondOf(other) != bondOf(l):
+			return fmt.Errorf("netdevs %s and %s have one MAC %s and are not one bond and its slaves", other.Name, l.Name, hw)
 		}
-		macs[hw.String()] = l.Name
 		if l.MTU < 68 || l.MTU > 65535 {
 			return fmt.Errorf("netdev %s: MTU %d out of range", l.Name, l.MTU)
 		}
 	}
 	return nil
+}
+
+// bondOf names the bond a link belongs to: its master, or itself (a bond, or a link in
+// no bond, which is then alone in its group).
+func bondOf(l Link) string {
+	if l.Master != "" {
+		return l.Master
+	}
+	return l.Name
 }
 
 // readNetdev reads the name, MAC and MTU of a netdev of the tree.
