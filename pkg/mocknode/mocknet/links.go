@@ -229,15 +229,22 @@ func prefixOf(n *net.IPNet) (netip.Prefix, bool) {
 }
 
 // Remove deletes the stand-ins a record names, in reverse order, where it finds them with
-// the recorded kind and MAC: under their name, or under another name (a crashed driver
-// may have renamed one). A recorded name now held by another interface is left alone. A
-// stand-in that is gone (a veth end that moved into a pod whose namespace died goes with
-// its peer) is fine.
+// the recorded kind and MAC: under their name, or under a name the record does not have
+// (a crashed driver may have renamed one). The members of a bond share one MAC, so a
+// renamed one is looked for only among interfaces not yet deleted and not called by a
+// recorded name: those are found by name, or are not ours. A recorded name now held by
+// another interface is left alone. A stand-in that is gone (a veth end that moved into a
+// pod whose namespace died goes with its peer) is fine.
 func Remove(h *netlink.Handle, rec *Plan, log *slog.Logger) error {
 	all, err := h.LinkList()
 	if err != nil {
 		return fmt.Errorf("list host links: %w", err)
 	}
+	recorded := map[string]bool{}
+	for _, l := range rec.Links {
+		recorded[l.Name], recorded[l.Peer] = true, true
+	}
+	deleted := map[int]bool{}
 	var errs []error
 	for i := len(rec.Links) - 1; i >= 0; i-- {
 		l := rec.Links[i]
@@ -250,7 +257,8 @@ func Remove(h *netlink.Handle, rec *Plan, log *slog.Logger) error {
 		}
 		if found == nil {
 			for _, link := range all {
-				if link.Type() == l.Kind && link.Attrs().HardwareAddr.String() == l.HardwareAddr {
+				a := link.Attrs()
+				if link.Type() == l.Kind && a.HardwareAddr.String() == l.HardwareAddr && !recorded[a.Name] && !deleted[a.Index] {
 					found = link
 					break
 				}
@@ -277,6 +285,7 @@ func Remove(h *netlink.Handle, rec *Plan, log *slog.Logger) error {
 			}
 			continue
 		}
+		deleted[found.Attrs().Index] = true
 		log.Info("deleted mock netdev", "name", found.Attrs().Name, "peer", l.Peer)
 	}
 	return errors.Join(errs...)

@@ -3,6 +3,7 @@ package mocknet
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -282,6 +283,60 @@ func TestCreateRemoveInPrivateNetns(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestRemoveRenamedBondSlave removes the gb200 stand-ins after a slave of the bond was
+// renamed (as a crashed driver may leave one): the other slave, which has the same kind
+// and MAC under its recorded name, must not be taken for it, and nothing may be left.
+// It needs root, like TestCreateRemoveInPrivateNetns.
+func TestRemoveRenamedBondSlave(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for a private network namespace")
+	}
+	kernel, err := Probe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kernel.PortKind(); err != nil || !kernel[KindBridge] {
+		t.Skipf("needs a port kind and bridge: %s", kernel)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	plan := planProfile(t, "gb200")
+	// The later slave: Remove goes backwards, so it is looked for first, while the
+	// earlier one still has its recorded name.
+	const renamed = "enP6p3s0f1np1"
+	err = InPrivateNetns(func(h *netlink.Handle) error {
+		rec, err := Create(h, plan, CreateOptions{Kernel: kernel, Log: log, Save: func(*Plan) error { return nil }})
+		if err != nil {
+			return err
+		}
+		link, err := h.LinkByName(renamed)
+		if err != nil {
+			return err
+		}
+		if err := h.LinkSetDown(link); err != nil {
+			return err
+		}
+		if err := h.LinkSetName(link, "net1"); err != nil {
+			return fmt.Errorf("rename %s: %w", renamed, err)
+		}
+		if err := Remove(h, rec, log); err != nil {
+			t.Errorf("Remove: %v", err)
+		}
+		links, err := h.LinkList()
+		if err != nil {
+			return err
+		}
+		for _, l := range links {
+			if l.Attrs().Name != "lo" {
+				t.Errorf("left after Remove: %s (%s, %s)", l.Attrs().Name, l.Type(), l.Attrs().HardwareAddr)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
