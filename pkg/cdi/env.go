@@ -35,16 +35,19 @@ func envFor(ctx context.Context, devices []ClaimDevice, configs []*v1alpha1.Rdma
 		if !*configs[i].NCCLEnv {
 			continue
 		}
-		p := &devices[i].Port
-		ports = append(ports, p)
-		policies = append(policies, *configs[i].GIDIndex)
-		if hca := fmt.Sprintf("%s:%d", p.IBDev, p.Port); !seenHCA[hca] {
-			seenHCA[hca] = true
-			hcas = append(hcas, hca)
-		}
-		if !seenDev[p.IBDev] {
-			seenDev[p.IBDev] = true
-			ibdevs = append(ibdevs, p.IBDev)
+		all := devices[i].AllPorts()
+		for j := range all {
+			p := &all[j]
+			ports = append(ports, p)
+			policies = append(policies, *configs[i].GIDIndex)
+			if hca := fmt.Sprintf("%s:%d", p.IBDev, p.Port); !seenHCA[hca] {
+				seenHCA[hca] = true
+				hcas = append(hcas, hca)
+			}
+			if !seenDev[p.IBDev] {
+				seenDev[p.IBDev] = true
+				ibdevs = append(ibdevs, p.IBDev)
+			}
 		}
 	}
 	if len(ports) == 0 {

@@ -188,6 +188,21 @@ func specCases() []specCase {
 			wantEnv: []string{"NCCL_IB_HCA==irdma_0:1", "NCCL_IB_GID_INDEX=1", "UCX_NET_DEVICES=irdma_0:1", "RDMA_DEVICES=irdma_0"},
 		},
 		{
+			// The device plugin's unit: one device of a legacy resource stands for every
+			// rail, a dual-port RDMA device among them whose uverbs node goes in once.
+			name: "legacy-device-all-rails",
+			devices: []ClaimDevice{func() ClaimDevice {
+				ports := []discovery.Port{ib("mlx5_0", 1, 0, 0), ib("mlx5_1", 1, 1, 1), ib("mlx4_0", 1, 2, 2), ib("mlx4_0", 2, 2, 3)}
+				c := cfg(func(c *v1alpha1.RdmaConfig) { c.CharDevices = ptr.To(v1alpha1.CharDevicesVerbs) })
+				return ClaimDevice{Request: "rdma", Device: "legacy-hca-shared-devices-a", ShareID: testShareID, Port: ports[0], Ports: ports, Config: c}
+			}()},
+			wantEnv: []string{
+				"NCCL_IB_HCA==mlx5_0:1,mlx5_1:1,mlx4_0:1,mlx4_0:2",
+				"UCX_NET_DEVICES=mlx5_0:1,mlx5_1:1,mlx4_0:1,mlx4_0:2",
+				"RDMA_DEVICES=mlx5_0,mlx5_1,mlx4_0",
+			},
+		},
+		{
 			name:    "no-rdma-cm-no-env",
 			devices: []ClaimDevice{exclusive("nic", ib("mlx5_0", 1, 0, 0), cfg(func(c *v1alpha1.RdmaConfig) { c.NCCLEnv = ptr.To(false) }))},
 			missing: []string{"rdma_cm", "umad0"},

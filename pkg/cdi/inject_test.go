@@ -149,13 +149,16 @@ func wantNodes(tc specCase, d ClaimDevice) []node {
 	n := func(c *discovery.CharDev) node {
 		return node{"/dev/infiniband/" + c.Name, "c", int64(c.Major), int64(c.Minor)}
 	}
-	out := []node{n(d.Port.Verbs)}
+	var out []node
 	set := *d.Config.CharDevices
-	if d.Port.UMAD != nil && set.WantsUMAD() && tc.exists(d.Port.UMAD.Name) {
-		out = append(out, n(d.Port.UMAD))
-	}
-	if d.Port.ISSM != nil && set.WantsISSM() && tc.exists(d.Port.ISSM.Name) {
-		out = append(out, n(d.Port.ISSM))
+	for _, p := range d.AllPorts() {
+		out = append(out, n(p.Verbs))
+		if p.UMAD != nil && set.WantsUMAD() && tc.exists(p.UMAD.Name) {
+			out = append(out, n(p.UMAD))
+		}
+		if p.ISSM != nil && set.WantsISSM() && tc.exists(p.ISSM.Name) {
+			out = append(out, n(p.ISSM))
+		}
 	}
 	return out
 }

@@ -71,12 +71,23 @@ type ClaimDevice struct {
 	ShareID string
 	// Port is the port the device stands for.
 	Port discovery.Port
+	// Ports are all the ports of a device that stands for several (a legacy device,
+	// devicemodel.ModeLegacy), Port first; empty for the device of one port.
+	Ports []discovery.Port
 	// Config is the effective (merged, defaulted) config of the device's request.
 	Config v1alpha1.RdmaConfig
 	// Attached says that the plugin's NRI side attaches the device's network (or the
 	// RDMA device itself) into the pod: the spec then holds containers back until the
 	// attachment is made (Options.AttachedDir).
 	Attached bool
+}
+
+// AllPorts returns the ports the device stands for: Ports, or Port alone.
+func (d *ClaimDevice) AllPorts() []discovery.Port {
+	if len(d.Ports) > 0 {
+		return d.Ports
+	}
+	return []discovery.Port{d.Port}
 }
 
 // Options configure BuildSpec and the Writer. The zero value works on a real node.
@@ -192,9 +203,18 @@ func BuildSpec(ctx context.Context, claimUID string, devices []ClaimDevice, opts
 			return nil, nil, fmt.Errorf("device %q of request %q is listed twice", d.Device, d.Request)
 		}
 		seen[name] = true
-		nodes, err := portNodes(&d.Port, *configs[i].CharDevices, opts)
-		if err != nil {
-			return nil, nil, fmt.Errorf("device %q of request %q: %w", d.Device, d.Request, err)
+		var nodes []*cdispec.DeviceNode
+		for _, p := range d.AllPorts() {
+			pn, err := portNodes(&p, *configs[i].CharDevices, opts)
+			if err != nil {
+				return nil, nil, fmt.Errorf("device %q of request %q: %w", d.Device, d.Request, err)
+			}
+			// The ports of one RDMA device share its nodes: each goes in once.
+			for _, n := range pn {
+				if !slices.ContainsFunc(nodes, func(have *cdispec.DeviceNode) bool { return have.Path == n.Path }) {
+					nodes = append(nodes, n)
+				}
+			}
 		}
 		spec.Devices = append(spec.Devices, cdispec.Device{
 			Name:           name,

@@ -99,8 +99,20 @@ type Device struct {
 	// IBDev and Port are the RDMA device and port, for humans and for status.
 	IBDev string `json:"ibdev"`
 	Port  int    `json:"port"`
+	// Ports are all the ports of a device that stands for several (a legacy device),
+	// IBDev/Port first; empty for the device of one port. Each port conflicts like a
+	// shared device of it.
+	Ports []PortRef `json:"ports,omitempty"`
 	// CDIDeviceIDs are the CDI devices returned to the kubelet; set once Completed.
 	CDIDeviceIDs []string `json:"cdiDeviceIDs,omitempty"`
+}
+
+// PortRef is one port a prepared device holds.
+type PortRef struct {
+	IBDev string `json:"ibdev"`
+	Port  int    `json:"port"`
+	// PortKey is the port's key (the name of its exclusive device).
+	PortKey string `json:"portKey"`
 }
 
 // ErrFutureVersion is returned for a file written by a newer plugin.
@@ -179,6 +191,7 @@ func (c *Claim) Clone() *Claim {
 	out.Devices = make([]Device, len(c.Devices))
 	for i, d := range c.Devices {
 		d.CDIDeviceIDs = append([]string(nil), d.CDIDeviceIDs...)
+		d.Ports = append([]PortRef(nil), d.Ports...)
 		out.Devices[i] = d
 	}
 	out.Network = append(json.RawMessage(nil), c.Network...)

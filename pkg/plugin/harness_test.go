@@ -31,6 +31,7 @@ import (
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/mocknode"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
 )
 
 const (
@@ -57,6 +58,12 @@ type harness struct {
 
 func newHarness(t testing.TB, profile string) *harness {
 	t.Helper()
+	return newHarnessWithConfig(t, profile, nodeconfig.Config{})
+}
+
+// newHarnessWithConfig is newHarness with a node configuration.
+func newHarnessWithConfig(t testing.TB, profile string, cfg nodeconfig.Config) *harness {
+	t.Helper()
 	node := mockNode(t, profile)
 	h := &harness{
 		t:        t,
@@ -74,7 +81,7 @@ func newHarness(t testing.TB, profile string) *harness {
 	}
 	h.setBootID("boot-1")
 	h.pub = NewPublisher(discovery.New(discovery.Options{SysfsRoot: filepath.Join(node, mocknode.SysDir)}),
-		devicemodel.Options{DriverName: testDriver, NodeName: testNode}, ModelAuto, PublisherOptions{})
+		devicemodel.Options{DriverName: testDriver, NodeName: testNode, Config: cfg}, ModelAuto, PublisherOptions{})
 	h.pub.SetSink(h.sink)
 	if err := h.pub.Sync(h.ctx); err != nil {
 		t.Fatal(err)

@@ -195,6 +195,11 @@ func (d *Driver) planNetwork(r resourceapi.DeviceRequestAllocationResult, shareI
 	if !mode.Attaches() && !netnsExclusive {
 		return nil, nil
 	}
+	if dev.Mode == devicemodel.ModeLegacy && mode.Attaches() {
+		// The model publishes no legacy device in exclusive RDMA netns mode.
+		return nil, fmt.Errorf("request %q: device %s stands for %d ports of legacy resource and network mode %s attaches one port's netdev: a legacy device attaches no network (claim ports of another pool for that)",
+			r.Request, r.Device, len(dev.AllPorts()), mode)
+	}
 	if d.net == nil {
 		if netnsExclusive {
 			return nil, fmt.Errorf("request %q: device %s: the node's RDMA subsystem is in exclusive network namespace mode, where a pod sees an RDMA device only when the plugin moves it into the pod, and %w: %s",

@@ -54,8 +54,12 @@ func checkOverlap(cp *checkpoint.Checkpoint, want *checkpoint.Claim) error {
 
 // conflict says why two devices of different claims cannot both be prepared, or "".
 func conflict(want, held checkpoint.Device) string {
-	if why := devicemodel.ExclusiveConflict(holding(want), holding(held)); why != "" {
-		return why
+	for _, w := range holdings(want) {
+		for _, h := range holdings(held) {
+			if why := devicemodel.ExclusiveConflict(w, h); why != "" {
+				return why
+			}
+		}
 	}
 	if want.Pool == held.Pool && want.Device == held.Device && want.ShareID == held.ShareID {
 		return "the same device share is already in use"
@@ -63,9 +67,17 @@ func conflict(want, held checkpoint.Device) string {
 	return ""
 }
 
-// holding is what devicemodel.ExclusiveConflict compares of a prepared device.
-func holding(d checkpoint.Device) devicemodel.Holding {
-	return devicemodel.Holding{IBDev: d.IBDev, PortKey: d.PortKey, Exclusive: d.Exclusive}
+// holdings are what devicemodel.ExclusiveConflict compares of a prepared device: its
+// port, or each port of a legacy device, which holds them as a share does.
+func holdings(d checkpoint.Device) []devicemodel.Holding {
+	if len(d.Ports) == 0 {
+		return []devicemodel.Holding{{IBDev: d.IBDev, PortKey: d.PortKey, Exclusive: d.Exclusive}}
+	}
+	out := make([]devicemodel.Holding, 0, len(d.Ports))
+	for _, p := range d.Ports {
+		out = append(out, devicemodel.Holding{IBDev: p.IBDev, PortKey: p.PortKey})
+	}
+	return out
 }
 
 // checkShares refuses a claim whose shares of a shared device, added to those that other
@@ -136,11 +148,12 @@ func holdersText(holders []string) string {
 	return strings.Join(holders[:shown], ", ") + fmt.Sprintf(" and %d more claims", len(holders)-shown)
 }
 
-// consumedShares is how many shares of a shared device an allocation consumes: its
-// consumed capacity rdma.dra.io/shares, or 1 (the capacity's default request) when the
-// API server recorded none. A value that is not a positive whole number is refused.
+// consumedShares is how many shares of a shared (or legacy) device an allocation
+// consumes: its consumed capacity rdma.dra.io/shares, or 1 (the capacity's default
+// request) when the API server recorded none. A value that is not a positive whole number
+// is refused.
 func consumedShares(r resourceapi.DeviceRequestAllocationResult, dev devicemodel.Device) (int64, error) {
-	if dev.Mode != devicemodel.ModeShared {
+	if dev.Mode == devicemodel.ModeExclusive {
 		return 0, nil
 	}
 	q, ok := r.ConsumedCapacity[devicemodel.SharesCapacity]

@@ -245,7 +245,7 @@ func (d *Driver) planDevices(claim *resourceapi.ResourceClaim) (*checkpoint.Clai
 			errs = append(errs, fmt.Errorf("request %q: device %q of pool %q is not a device of node %s", r.Request, r.Device, r.Pool, d.nodeName))
 			continue
 		}
-		cfg, cfgErrs := configs.forResult(r, dev.Mode == devicemodel.ModeShared, reported)
+		cfg, cfgErrs := configs.forResult(r, dev.Mode != devicemodel.ModeExclusive, reported)
 		if len(cfgErrs) > 0 {
 			errs = append(errs, cfgErrs...)
 			continue
@@ -271,6 +271,7 @@ func (d *Driver) planDevices(claim *resourceapi.ResourceClaim) (*checkpoint.Clai
 			AdminAccess: r.AdminAccess != nil && *r.AdminAccess,
 			IBDev:       dev.Port.IBDev,
 			Port:        dev.Port.Port,
+			Ports:       portRefs(dev),
 		})
 		nd, err := d.planNetwork(r, shareID, dev, cfg, d.netnsExclusive())
 		if err != nil {
@@ -292,6 +293,7 @@ func (d *Driver) planDevices(claim *resourceapi.ResourceClaim) (*checkpoint.Clai
 			Device:   r.Device,
 			ShareID:  shareID,
 			Port:     dev.Port,
+			Ports:    dev.Ports,
 			Config:   *cfg,
 			Attached: nd != nil,
 		})
@@ -309,6 +311,19 @@ func (d *Driver) planDevices(claim *resourceapi.ResourceClaim) (*checkpoint.Clai
 		}
 	}
 	return entry, devices, nil
+}
+
+// portRefs are the ports a legacy device holds, for the checkpoint; nil for the device of
+// one port.
+func portRefs(dev devicemodel.Device) []checkpoint.PortRef {
+	if len(dev.Ports) == 0 {
+		return nil
+	}
+	refs := make([]checkpoint.PortRef, 0, len(dev.Ports))
+	for _, p := range dev.Ports {
+		refs = append(refs, checkpoint.PortRef{IBDev: p.IBDev, Port: p.Port, PortKey: devicemodel.DeviceName(p.IBDev, p.Port)})
+	}
+	return refs
 }
 
 // sameAllocation reports whether a recorded entry was prepared for the allocation that is

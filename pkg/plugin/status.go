@@ -41,6 +41,9 @@ type DeviceData struct {
 	// UVerbs is the path of the port's uverbs device inside the container (the
 	// inventory's uverbs is the device on the host).
 	UVerbs string `json:"uverbs,omitempty"`
+	// MorePorts are the further ports of a device that stands for several (a legacy
+	// device), in the same form; the fields above are its first port.
+	MorePorts []DeviceData `json:"more_ports,omitempty"`
 }
 
 // newDeviceData is the status data of a device on port p whose uverbs device the

@@ -22,12 +22,19 @@ func refOf(claim *resourceapi.ResourceClaim) ClaimRef {
 func prepareStatus(prepared []checkpoint.Device, devices []cdi.ClaimDevice) []DeviceStatus {
 	out := make([]DeviceStatus, 0, len(prepared))
 	for i, dev := range prepared {
-		port := devices[i].Port
-		uverbs := ""
-		if port.Verbs != nil {
-			uverbs = path.Join("/dev/infiniband", port.Verbs.Name)
+		var data *DeviceData
+		for _, port := range devices[i].AllPorts() {
+			uverbs := ""
+			if port.Verbs != nil {
+				uverbs = path.Join("/dev/infiniband", port.Verbs.Name)
+			}
+			if data == nil {
+				data = newDeviceData(&port, uverbs)
+			} else {
+				data.MorePorts = append(data.MorePorts, *newDeviceData(&port, uverbs))
+			}
 		}
-		out = append(out, DeviceStatus{Pool: dev.Pool, Device: dev.Device, ShareID: dev.ShareID, Data: newDeviceData(&port, uverbs)})
+		out = append(out, DeviceStatus{Pool: dev.Pool, Device: dev.Device, ShareID: dev.ShareID, Data: data})
 	}
 	return out
 }
