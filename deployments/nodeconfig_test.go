@@ -161,6 +161,15 @@ network:
 		{name: "legacy shares one too many", value: fmt.Sprintf("{legacy: {shares: %d}}", nodeconfig.MaxLegacyShares+1), schemaAt: "/legacy/shares", pluginErr: "legacy.shares"},
 		{name: "legacy shares at the bound", value: fmt.Sprintf("{legacy: {shares: %d}}", nodeconfig.MaxLegacyShares), valid: true},
 		{name: "legacy shares negative", value: "{legacy: {shares: -2}}", schemaAt: "/legacy/shares", pluginErr: "legacy.shares"},
+		{name: "legacy resources", value: "{legacyResources: [{name: hca-shared-devices-a, maxPods: 63, selectors: {linkTypes: [IB]}}, {name: b}]}", valid: true},
+		{name: "legacy resource max pods at the bound", value: fmt.Sprintf("{legacyResources: [{name: a, maxPods: %d}]}", nodeconfig.MaxLegacyPods), valid: true},
+		{name: "legacy resource max pods one too many", value: fmt.Sprintf("{legacyResources: [{name: a, maxPods: %d}]}", nodeconfig.MaxLegacyPods+1), schemaAt: "/legacyResources/0/maxPods", pluginErr: "legacyResources[0].maxPods"},
+		{name: "legacy resource max pods negative", value: "{legacyResources: [{name: a, maxPods: -1}]}", schemaAt: "/legacyResources/0/maxPods", pluginErr: "legacyResources[0].maxPods"},
+		{name: "legacy resource without a name", value: "{legacyResources: [{maxPods: 3}]}", schemaAt: "/legacyResources/0", pluginErr: "legacyResources[0].name"},
+		{name: "legacy resource name not a DNS label", value: "{legacyResources: [{name: hca_a}]}", schemaAt: "/legacyResources/0/name", pluginErr: "legacyResources[0].name"},
+		{name: "legacy resource name too long", value: fmt.Sprintf("{legacyResources: [{name: %s}]}", strings.Repeat("a", nodeconfig.MaxLegacyResourceNameLength+1)), schemaAt: "/legacyResources/0/name", pluginErr: "legacyResources[0].name"},
+		{name: "legacy resource selector link type", value: "{legacyResources: [{name: a, selectors: {linkTypes: [Infiniband]}}]}", schemaAt: "/legacyResources/0/selectors/linkTypes/0", pluginErr: "legacyResources[0].selectors.linkTypes[0]"},
+		{name: "legacy resource unknown key", value: "{legacyResources: [{name: a, rdmaHcaMax: 3}]}", schemaAt: "/legacyResources/0", pluginErr: `unknown field "legacyResources[0].rdmaHcaMax"`},
 
 		// Unknown keys, at every level; names are case-sensitive.
 		{name: "unknown key", value: "{mode: both}", schemaAt: "", pluginErr: `unknown field "mode"`},

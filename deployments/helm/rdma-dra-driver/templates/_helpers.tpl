@@ -107,3 +107,21 @@ controller. Their TLS Secret is mounted at metricsTLSDir. */}}
 {{- define "rdma-dra-driver.metricsTLSDir" -}}
 /var/run/secrets/rdma-dra/metrics-tls
 {{- end }}
+
+{{/*
+The node configuration the plugin reads: nodeConfig, plus the legacyResources entry of
+pools.legacy when it is enabled (its ports are chosen on the node). Empty when there is
+nothing to write, so that the plugin runs on its defaults.
+*/}}
+{{- define "rdma-dra-driver.nodeConfig" -}}
+{{- $cfg := deepCopy (.Values.nodeConfig | default dict) }}
+{{- with .Values.pools.legacy }}
+{{- if .enabled }}
+{{- $entry := dict "name" .name }}
+{{- with .maxPods }}{{ $_ := set $entry "maxPods" . }}{{ end }}
+{{- with .selectors }}{{ $_ := set $entry "selectors" . }}{{ end }}
+{{- $_ := set $cfg "legacyResources" (append ($cfg.legacyResources | default list) $entry) }}
+{{- end }}
+{{- end }}
+{{- if $cfg }}{{ toYaml $cfg }}{{ end }}
+{{- end }}
