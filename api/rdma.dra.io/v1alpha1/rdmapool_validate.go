@@ -58,7 +58,7 @@ func (p *RdmaPool) Validate() field.ErrorList {
 		if len(p.Name) > MaxLegacyPoolNameLength || len(validation.IsDNS1123Label(p.Name)) > 0 {
 			errs = append(errs, field.Invalid(name, p.Name, legacyNameMessage))
 		}
-		if !p.Spec.Selectors.empty() {
+		if !p.Spec.Selectors.Empty() {
 			errs = append(errs, field.Forbidden(spec.Child("selectors"), legacySelectorsMessage))
 		}
 	}
@@ -113,9 +113,9 @@ func ValidateConfigBytes(fldPath *field.Path, raw []byte) field.ErrorList {
 	return cfg.Validate(fldPath)
 }
 
-// empty reports whether the selectors select every port: no values, and no minimum
-// speed above 0.
-func (s *PoolSelectors) empty() bool {
+// Empty reports whether the selectors select every port: no values, and no minimum
+// speed above 0. A legacy pool's selectors must be empty.
+func (s *PoolSelectors) Empty() bool {
 	return len(s.Vendors) == 0 && len(s.DeviceIDs) == 0 && len(s.Drivers) == 0 && len(s.IfNames) == 0 &&
 		len(s.IBDevs) == 0 && len(s.LinkTypes) == 0 && len(s.PCIAddresses) == 0 &&
 		(s.MinSpeedGbps == nil || *s.MinSpeedGbps == 0)
