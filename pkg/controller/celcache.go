@@ -10,7 +10,7 @@ import (
 )
 
 // celCache keeps what syncs derive from CEL, so that a sync of an unchanged pool
-// compiles nothing: the expression PoolCEL generates for each pool's spec, and the
+// compiles nothing: the expression ClassCEL generates for each pool's spec, and the
 // compiled programs by expression. It holds only the live expressions, the generated
 // one and the class's of each pool it knows: a program no pool refers to any more is
 // dropped at once, so the cache is bounded by twice the number of pools.
@@ -20,7 +20,7 @@ type celCache struct {
 	mu       sync.Mutex
 	pools    map[string]*poolExpressions
 	programs map[string]compiled
-	// compilations counts PoolCEL and CompileSelector calls, for tests.
+	// compilations counts ClassCEL and CompileSelector calls, for tests.
 	compilations int
 }
 
@@ -46,8 +46,9 @@ func newCELCache(driverName string) *celCache {
 }
 
 // desired returns the CEL selector of the pool's DeviceClass, compiled as the API server
-// would, or why there is none: PoolCEL and CompileSelector, run again only when the
-// pool's spec changed.
+// would, or why there is none: ClassCEL and CompileSelector, run again only when the
+// pool's spec changed (the pool's name, which a legacy pool's selector has, is the
+// cache's key).
 func (c *celCache) desired(pool *v1alpha1.RdmaPool) (string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -55,7 +56,7 @@ func (c *celCache) desired(pool *v1alpha1.RdmaPool) (string, error) {
 	if e != nil && e.generated && apiequality.Semantic.DeepEqual(e.spec, pool.Spec) {
 		return e.expr, e.err
 	}
-	expr, err := PoolCEL(c.driverName, &pool.Spec)
+	expr, err := ClassCEL(c.driverName, pool)
 	c.compilations++
 	if err == nil {
 		_, err = c.compileLocked(expr)

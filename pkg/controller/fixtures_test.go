@@ -7,7 +7,11 @@ import (
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
+	apiresource "k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
+	v1alpha1 "github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/mocknode"
@@ -56,4 +60,42 @@ func profileSlices(t *testing.T, profile, node string, legacy bool) []*resourcea
 		t.Fatalf("build device model of %s: %v", profile, err)
 	}
 	return res.ResourceSlices()
+}
+
+// legacyDevice is the device a node publishes for the legacy pool called pool, as the
+// kubelet plugin describes it: it stands for ports ports, and up to maxPods claims hold
+// it at once (its rdma.dra.io/shares). Attribute names are on the wire, without the
+// driver's domain.
+func legacyDevice(pool string, ports, maxPods int64) resourceapi.Device {
+	one := apiresource.MustParse("1")
+	return resourceapi.Device{
+		Name: v1alpha1.LegacyDeviceName(pool),
+		Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+			"mode":            {StringValue: ptr.To(string(v1alpha1.PoolModeLegacy))},
+			"legacy_resource": {StringValue: ptr.To(pool)},
+			"ports":           {IntValue: ptr.To(ports)},
+			"link_layer":      {StringValue: ptr.To("InfiniBand")},
+			"rdma_netns":      {StringValue: ptr.To("shared")},
+		},
+		Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{devicemodel.SharesCapacity: {
+			Value: *apiresource.NewQuantity(maxPods, apiresource.DecimalSI),
+			RequestPolicy: &resourceapi.CapacityRequestPolicy{Default: &one,
+				ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: &one, Max: apiresource.NewQuantity(maxPods, apiresource.DecimalSI)}},
+		}},
+		AllowMultipleAllocations: ptr.To(true),
+	}
+}
+
+// legacySlice is a further slice of the node's resource pool, the one of profileSlices,
+// with the devices of its legacy pools.
+func legacySlice(node string, devices ...resourceapi.Device) *resourceapi.ResourceSlice {
+	return &resourceapi.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "legacy-rdma.dra.io-" + node},
+		Spec: resourceapi.ResourceSliceSpec{
+			Driver:   devicemodel.DefaultDriverName,
+			NodeName: ptr.To(node),
+			Pool:     resourceapi.ResourcePool{Name: devicemodel.DefaultPoolName(node, devicemodel.DefaultDriverName), Generation: 1, ResourceSliceCount: 1},
+			Devices:  devices,
+		},
+	}
 }

@@ -251,7 +251,7 @@ func startWebhook(ctx context.Context, cancel context.CancelCauseFunc, kube kube
 	v := &webhook.Validator{
 		DriverName: cfg.DriverName,
 		ValidatePool: func(p *v1alpha1.RdmaPool) field.ErrorList {
-			return ValidatePoolCEL(cfg.DriverName, &p.Spec)
+			return ValidatePoolCEL(cfg.DriverName, p)
 		},
 		Class: classes.Get,
 	}

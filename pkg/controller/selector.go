@@ -33,6 +33,13 @@ var (
 	attrPCIBusID  = mustAttribute(deviceattribute.StandardDeviceAttributePCIBusID)
 )
 
+// The attributes of the device a node publishes for a legacy pool (pkg/devicemodel):
+// which pool it serves and how many ports it stands for.
+var (
+	attrLegacyResource = celAttribute{domain: devicemodel.AttributeDomain, id: "legacy_resource"}
+	attrPorts          = celAttribute{domain: devicemodel.AttributeDomain, id: "ports"}
+)
+
 // celAttribute is a device attribute as CEL reads it.
 type celAttribute struct {
 	domain, id string
@@ -58,20 +65,67 @@ func (a celAttribute) present() string {
 	return fmt.Sprintf("has(%s)", a.ref())
 }
 
-// PoolCEL returns the CEL selector of a pool's DeviceClass: the driver's devices of the
-// pool's mode that match every selector, and the pool's own expression. It is the one
-// place that turns a pool into CEL; the default pools of the chart go through it too.
-// Values must have passed RdmaPool.Validate; PoolCEL still returns an error for values
-// it cannot express rather than writing a wrong expression.
-func PoolCEL(driverName string, spec *v1alpha1.RdmaPoolSpec) (string, error) {
+// ClassCEL returns the CEL selector of a pool's DeviceClass: the driver's devices of the
+// pool's mode that match every selector, and the pool's own expression. A legacy pool
+// selects its own device on each node instead (legacy_resource is the pool's name), and
+// has no selectors. It is the one place that turns a pool into CEL; the default pools of
+// the chart go through it too. Values must have passed RdmaPool.Validate; ClassCEL still
+// returns an error for values it cannot express rather than writing a wrong expression.
+func ClassCEL(driverName string, pool *v1alpha1.RdmaPool) (string, error) {
+	spec := &pool.Spec
 	terms := []string{
 		"device.driver == " + celString(driverName),
 		attrMode.ref() + " == " + celString(string(spec.Mode)),
 	}
-	s := &spec.Selectors
-	layers, err := linkLayers(s.LinkTypes)
+	var err error
+	if spec.Mode == v1alpha1.PoolModeLegacy {
+		terms, err = legacyTerms(terms, pool.Name, &spec.Selectors)
+	} else {
+		terms, err = selectorTerms(terms, &spec.Selectors)
+	}
 	if err != nil {
 		return "", err
+	}
+	if e := strings.TrimSpace(spec.CEL); e != "" {
+		term, err := userTerm(e)
+		if err != nil {
+			return "", fmt.Errorf("spec.cel: %w", err)
+		}
+		terms = append(terms, term)
+	}
+	expr := strings.Join(terms, " && ")
+	if err := checkConjunction(expr, terms); err != nil {
+		return "", err
+	}
+	return expr, nil
+}
+
+// PoolCEL is ClassCEL for the spec of a shared or exclusive pool, whose selector does
+// not depend on the pool's name. A legacy pool's selector does: PoolCEL refuses it.
+func PoolCEL(driverName string, spec *v1alpha1.RdmaPoolSpec) (string, error) {
+	if spec.Mode == v1alpha1.PoolModeLegacy {
+		return "", fmt.Errorf("spec.mode: a legacy pool's selector names the pool: ClassCEL makes it from the whole pool")
+	}
+	return ClassCEL(driverName, &v1alpha1.RdmaPool{Spec: *spec})
+}
+
+// legacyTerms adds the terms of a legacy pool called name: its device on each node. It
+// has no selectors (the node configuration selects the ports the device stands for).
+func legacyTerms(terms []string, name string, s *v1alpha1.PoolSelectors) ([]string, error) {
+	if !s.Empty() {
+		return nil, fmt.Errorf("spec.selectors: must be empty in legacy mode: the node configuration's legacyResources entry named after the pool selects its ports")
+	}
+	if name == "" {
+		return nil, fmt.Errorf("metadata.name: a legacy pool's selector names the pool, and the name is empty")
+	}
+	return append(terms, fmt.Sprintf("%s && %s == %s", attrLegacyResource.present(), attrLegacyResource.ref(), celString(name))), nil
+}
+
+// selectorTerms adds the terms of the selectors of a shared or exclusive pool.
+func selectorTerms(terms []string, s *v1alpha1.PoolSelectors) ([]string, error) {
+	layers, err := linkLayers(s.LinkTypes)
+	if err != nil {
+		return nil, err
 	}
 	terms = appendTerm(terms, exactTerm(attrVendorID, mapStrings(s.Vendors, selectorcheck.NormalizeHexID)))
 	terms = appendTerm(terms, exactTerm(attrDeviceID, mapStrings(s.DeviceIDs, selectorcheck.NormalizeHexID)))
@@ -89,25 +143,14 @@ func PoolCEL(driverName string, spec *v1alpha1.RdmaPoolSpec) (string, error) {
 	} {
 		term, err := patternTerm(p.attr, p.values)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		terms = appendTerm(terms, term)
 	}
 	if s.MinSpeedGbps != nil && *s.MinSpeedGbps > 0 {
 		terms = append(terms, fmt.Sprintf("%s && %s >= %d", attrSpeed.present(), attrSpeed.ref(), *s.MinSpeedGbps))
 	}
-	if e := strings.TrimSpace(spec.CEL); e != "" {
-		term, err := userTerm(e)
-		if err != nil {
-			return "", fmt.Errorf("spec.cel: %w", err)
-		}
-		terms = append(terms, term)
-	}
-	expr := strings.Join(terms, " && ")
-	if err := checkConjunction(expr, terms); err != nil {
-		return "", err
-	}
-	return expr, nil
+	return terms, nil
 }
 
 // exactTerm selects devices whose attribute is one of values.

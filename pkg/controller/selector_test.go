@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"path"
 	"regexp"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	dracel "k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/utils/ptr"
 
@@ -168,6 +170,92 @@ func TestPoolCELSelectsExactly(t *testing.T) {
 	}
 }
 
+// TestClassCELLegacy evaluates the selector of legacy pools on a node of the dgx-h100
+// profile that publishes the devices of two legacy pools besides its port devices, in
+// both device models: a legacy pool selects its own device and nothing else.
+func TestClassCELLegacy(t *testing.T) {
+	legacyPool := func(name, cel string) *v1alpha1.RdmaPool {
+		return &v1alpha1.RdmaPool{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.RdmaPoolSpec{Mode: v1alpha1.PoolModeLegacy, CEL: cel}}
+	}
+	// A device that says mode legacy without naming a pool must not make the selector
+	// fail (a runtime error fails the allocation).
+	unnamed := legacyDevice("x", 1, 1)
+	unnamed.Name = "legacy-unnamed"
+	delete(unnamed.Attributes, "legacy_resource")
+	devices := []resourceapi.Device{legacyDevice("hca-shared-devices-a", 8, 1000), legacyDevice("hca-shared-devices-b", 2, 10), unnamed}
+	tests := []struct {
+		name string
+		pool *v1alpha1.RdmaPool
+		want []string
+	}{
+		{"its own device", legacyPool("hca-shared-devices-a", ""), []string{"legacy-hca-shared-devices-a"}},
+		{"the other pool's", legacyPool("hca-shared-devices-b", ""), []string{"legacy-hca-shared-devices-b"}},
+		{"no device of its name", legacyPool("hca-shared-devices-c", ""), nil},
+		{"a name that is a prefix of another", legacyPool("hca-shared-devices", ""), nil},
+		{"cel ANDed", legacyPool("hca-shared-devices-a", `device.attributes["rdma.dra.io"].ports >= 8`), []string{"legacy-hca-shared-devices-a"}},
+		{"cel that excludes it", legacyPool("hca-shared-devices-b", `device.attributes["rdma.dra.io"].ports >= 8`), nil},
+		{"cel on capacity", legacyPool("hca-shared-devices-b", `device.capacity["rdma.dra.io"].shares.compareTo(quantity("10")) >= 0`),
+			[]string{"legacy-hca-shared-devices-b"}},
+	}
+	for _, tt := range tests {
+		for _, legacy := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/legacy model %v", tt.name, legacy), func(t *testing.T) {
+				expr, err := ClassCEL(devicemodel.DefaultDriverName, tt.pool)
+				if err != nil {
+					t.Fatalf("ClassCEL: %v", err)
+				}
+				prog, err := CompileSelector(expr)
+				if err != nil {
+					t.Fatalf("compile %s: %v", expr, err)
+				}
+				var got []string
+				for _, s := range append(profileSlices(t, "dgx-h100", "node-a", legacy), legacySlice("node-a", devices...)) {
+					for i := range s.Spec.Devices {
+						d := &s.Spec.Devices[i]
+						match(t, prog, celDevice(s.Spec.Driver, d), d.Name, &got)
+						var none []string
+						match(t, prog, celDevice("gpu.example.com", d), d.Name, &none)
+						if len(none) > 0 {
+							t.Errorf("%s selects device %s of another driver", expr, d.Name)
+						}
+					}
+				}
+				if !slices.Equal(got, tt.want) {
+					t.Errorf("selects %v\nwant %v", got, tt.want)
+				}
+			})
+		}
+	}
+}
+
+// TestClassCELRefuses: what a legacy pool's selector cannot say is an error, never a
+// selector that says something else.
+func TestClassCELRefuses(t *testing.T) {
+	tests := []struct {
+		name string
+		pool v1alpha1.RdmaPool
+		want string
+	}{
+		{"legacy with a selector", v1alpha1.RdmaPool{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Spec: v1alpha1.RdmaPoolSpec{Mode: v1alpha1.PoolModeLegacy,
+			Selectors: v1alpha1.PoolSelectors{LinkTypes: []v1alpha1.LinkType{"IB"}}}}, "spec.selectors: must be empty in legacy mode"},
+		{"legacy with a minimum speed", v1alpha1.RdmaPool{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Spec: v1alpha1.RdmaPoolSpec{Mode: v1alpha1.PoolModeLegacy,
+			Selectors: v1alpha1.PoolSelectors{MinSpeedGbps: ptr.To[int32](100)}}}, "spec.selectors: must be empty in legacy mode"},
+		{"legacy without a name", v1alpha1.RdmaPool{Spec: v1alpha1.RdmaPoolSpec{Mode: v1alpha1.PoolModeLegacy}}, "metadata.name"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			expr, err := ClassCEL(devicemodel.DefaultDriverName, &tt.pool)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("ClassCEL = %q, %v; want an error containing %q", expr, err, tt.want)
+			}
+		})
+	}
+	// PoolCEL has no name to put into a legacy pool's selector.
+	if expr, err := PoolCEL(devicemodel.DefaultDriverName, &v1alpha1.RdmaPoolSpec{Mode: v1alpha1.PoolModeLegacy}); err == nil {
+		t.Errorf("PoolCEL of a legacy spec = %q, want an error", expr)
+	}
+}
+
 func TestPoolCELText(t *testing.T) {
 	spec := v1alpha1.RdmaPoolSpec{Mode: v1alpha1.PoolModeShared, Selectors: v1alpha1.PoolSelectors{
 		Vendors: []string{"15b3"}, IfNames: []string{"ib0", "ibp*.1"}, LinkTypes: []v1alpha1.LinkType{"IB"}}}
@@ -180,6 +268,19 @@ func TestPoolCELText(t *testing.T) {
 		` && has(device.attributes["rdma.dra.io"].link_layer) && device.attributes["rdma.dra.io"].link_layer in ["InfiniBand"]` +
 		` && has(device.attributes["rdma.dra.io"].netdev) && (device.attributes["rdma.dra.io"].netdev in ["ib0"]` +
 		` || device.attributes["rdma.dra.io"].netdev.matches("^(?:ibp[^/]*\\x{2e}1)$"))`
+	if got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+
+	legacy := &v1alpha1.RdmaPool{ObjectMeta: metav1.ObjectMeta{Name: "hca-shared-devices-a"},
+		Spec: v1alpha1.RdmaPoolSpec{Mode: v1alpha1.PoolModeLegacy, CEL: "true"}}
+	got, err = ClassCEL("rdma.dra.io", legacy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = `device.driver == "rdma.dra.io" && device.attributes["rdma.dra.io"].mode == "legacy"` +
+		` && has(device.attributes["rdma.dra.io"].legacy_resource) && device.attributes["rdma.dra.io"].legacy_resource == "hca-shared-devices-a"` +
+		" && (true\n)"
 	if got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}

@@ -117,13 +117,13 @@ func withoutIDs(e *exprpb.Expr) *exprpb.Expr {
 // own expression alone (at spec.cel) and the class's whole selector (at spec). The
 // admission webhook calls it, so that a pool the controller would refuse is refused at
 // kubectl apply with its field path.
-func ValidatePoolCEL(driverName string, spec *v1alpha1.RdmaPoolSpec) field.ErrorList {
-	if e := strings.TrimSpace(spec.CEL); e != "" {
+func ValidatePoolCEL(driverName string, pool *v1alpha1.RdmaPool) field.ErrorList {
+	if e := strings.TrimSpace(pool.Spec.CEL); e != "" {
 		if _, err := userTerm(e); err != nil {
-			return field.ErrorList{field.Invalid(field.NewPath("spec", "cel"), truncate(spec.CEL), err.Error())}
+			return field.ErrorList{field.Invalid(field.NewPath("spec", "cel"), truncate(pool.Spec.CEL), err.Error())}
 		}
 	}
-	expr, err := PoolCEL(driverName, spec)
+	expr, err := ClassCEL(driverName, pool)
 	if err == nil {
 		_, err = CompileSelector(expr)
 	}

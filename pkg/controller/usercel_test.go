@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	v1alpha1 "github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
@@ -26,18 +27,19 @@ var injections = []struct{ name, cel, want string }{
 	{"an int", `1`, "must evaluate to bool"},
 }
 
-// TestPoolCELRefusesInjection: each injection is refused, and no class selector is
-// written for it, instead of a selector that matches every device of every driver.
+// TestPoolCELRefusesInjection: each injection is refused in every mode, and no class
+// selector is written for it, instead of a selector that matches every device of every
+// driver.
 func TestPoolCELRefusesInjection(t *testing.T) {
-	for _, mode := range []v1alpha1.PoolMode{v1alpha1.PoolModeShared, v1alpha1.PoolModeExclusive} {
+	for _, mode := range v1alpha1.PoolModes {
 		for _, tt := range injections {
 			t.Run(string(mode)+"/"+tt.name, func(t *testing.T) {
-				spec := v1alpha1.RdmaPoolSpec{Mode: mode, CEL: tt.cel}
-				expr, err := PoolCEL(devicemodel.DefaultDriverName, &spec)
+				pool := &v1alpha1.RdmaPool{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: v1alpha1.RdmaPoolSpec{Mode: mode, CEL: tt.cel}}
+				expr, err := ClassCEL(devicemodel.DefaultDriverName, pool)
 				if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.HasPrefix(err.Error(), "spec.cel: ") {
-					t.Fatalf("PoolCEL = %q, %v; want an error at spec.cel containing %q", expr, err, tt.want)
+					t.Fatalf("ClassCEL = %q, %v; want an error at spec.cel containing %q", expr, err, tt.want)
 				}
-				errs := ValidatePoolCEL(devicemodel.DefaultDriverName, &spec)
+				errs := ValidatePoolCEL(devicemodel.DefaultDriverName, pool)
 				if len(errs) != 1 || errs[0].Field != "spec.cel" {
 					t.Errorf("ValidatePoolCEL: %v, want one error at spec.cel", errs)
 				}
@@ -65,7 +67,7 @@ func TestPoolCELKeepsValidExpressions(t *testing.T) {
 		if _, err := CompileSelector(expr); err != nil {
 			t.Errorf("%q: combined %q: %v", e, expr, err)
 		}
-		if errs := ValidatePoolCEL(devicemodel.DefaultDriverName, &spec); len(errs) > 0 {
+		if errs := ValidatePoolCEL(devicemodel.DefaultDriverName, &v1alpha1.RdmaPool{Spec: spec}); len(errs) > 0 {
 			t.Errorf("%q: %v", e, errs)
 		}
 	}
@@ -96,7 +98,7 @@ func TestCheckConjunction(t *testing.T) {
 // an injected pool expression with its field path.
 func TestWebhookRefusesPoolCEL(t *testing.T) {
 	v := &webhook.Validator{DriverName: devicemodel.DefaultDriverName, ValidatePool: func(p *v1alpha1.RdmaPool) fieldErrors {
-		return ValidatePoolCEL(devicemodel.DefaultDriverName, &p.Spec)
+		return ValidatePoolCEL(devicemodel.DefaultDriverName, p)
 	}}
 	body := `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u",` +
 		`"kind":{"group":"rdma.dra.io","version":"v1alpha1","kind":"RdmaPool"},"operation":"CREATE",` +
