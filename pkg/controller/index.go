@@ -389,14 +389,29 @@ func newIndexedSlice(driverName string, s *resourceapi.ResourceSlice) *indexedSl
 			cel:  celDevice(driverName, d),
 			raw:  d,
 		}
-		if mode, _ := devicemodel.LookupAttribute(driverName, d, attrQualified(attrMode)); mode.StringValue != nil && *mode.StringValue == string(devicemodel.ModeShared) {
+		mode, _ := devicemodel.LookupAttribute(driverName, d, attrQualified(attrMode))
+		switch {
+		case mode.StringValue == nil:
+		case *mode.StringValue == string(devicemodel.ModeShared):
 			pd.shared = true
-			pd.shares = 1
-			if c, ok := d.Capacity[devicemodel.SharesCapacity]; ok {
-				pd.shares = c.Value.Value()
+			pd.shares = deviceShares(d)
+		case *mode.StringValue == string(v1alpha1.PoolModeLegacy):
+			pd.legacy = true
+			pd.shares = deviceShares(d)
+			if n, _ := devicemodel.LookupAttribute(driverName, d, attrQualified(attrPorts)); n.IntValue != nil {
+				pd.ports = max(*n.IntValue, 0)
 			}
 		}
 		out.devices = append(out.devices, pd)
 	}
 	return out
+}
+
+// deviceShares is the rdma.dra.io/shares capacity of a device of several allocations;
+// 1 without one, as a legacy single-share device has.
+func deviceShares(d *resourceapi.Device) int64 {
+	if c, ok := d.Capacity[devicemodel.SharesCapacity]; ok {
+		return c.Value.Value()
+	}
+	return 1
 }

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"math"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -23,7 +24,8 @@ type Usage struct {
 type deviceKey struct{ pool, device string }
 
 // portKey names a port across both of its devices: the shared and the exclusive device
-// (and the legacy single-share devices) of one port have the same key.
+// (and the legacy single-share devices) of one port have the same key. The device of a
+// legacy pool, which has no port of its own, is a key of its own.
 type portKey struct {
 	pool, ibdev string
 	port        int64
@@ -38,6 +40,10 @@ type publishedDevice struct {
 	// raw is the device in the informer's slice, which nobody modifies.
 	raw    *resourceapi.Device
 	shared bool
+	// legacy is the device of a legacy pool, which stands for ports ports of its node;
+	// it is not shared (its port key is its own), but has shares.
+	legacy bool
+	ports  int64
 	// shares is the device's rdma.dra.io/shares capacity; 1 for a legacy single-share
 	// device, 0 for an exclusive device.
 	shares int64
@@ -65,6 +71,9 @@ type counter struct {
 	nodes                 sets.Set[string]
 	ports, allocatedPorts sets.Set[portKey]
 	freeShares, freePorts int64
+	// legacyPorts and legacyAllocatedPorts add up the ports of legacy devices, all of
+	// them and those with an allocation; each node's device stands for its own ports.
+	legacyPorts, legacyAllocatedPorts int64
 }
 
 // addResourcePool counts the devices of one resource pool's visible slices that sel
@@ -79,7 +88,7 @@ func (c *counter) addResourcePool(ctx context.Context, idx *index, pool string, 
 	for _, s := range vis {
 		for i := range s.devices {
 			d := &s.devices[i]
-			if idx.results[d.key] == 0 {
+			if d.legacy || idx.results[d.key] == 0 {
 				continue
 			}
 			if d.shared {
@@ -93,6 +102,10 @@ func (c *counter) addResourcePool(ctx context.Context, idx *index, pool string, 
 		for _, i := range sel.matchesOf(ctx, pool, s) {
 			d := &s.devices[i]
 			c.nodes.Insert(d.node)
+			if d.legacy {
+				c.addLegacy(d, idx.consumed[d.key])
+				continue
+			}
 			if !c.ports.Has(d.port) {
 				c.ports.Insert(d.port)
 				if !exclusiveBusy.Has(d.port) && !sharedBusy.Has(d.port) {
@@ -114,6 +127,21 @@ func (c *counter) addResourcePool(ctx context.Context, idx *index, pool string, 
 	}
 }
 
+// addLegacy counts a legacy device with consumed shares allocated: its ports, and its
+// shares in the unit of a legacy pool. Which of its node's ports it stands for is the
+// node's business (and the scheduler's, through counters): whole-port claims on them do
+// not make its shares less free here, nor does an allocation of it make ports less free
+// in other pools.
+func (c *counter) addLegacy(d *publishedDevice, consumed int64) {
+	c.legacyPorts += d.ports
+	if consumed > 0 {
+		c.legacyAllocatedPorts += d.ports
+	}
+	c.u.Shares += d.shares
+	c.u.AllocatedShares += consumed
+	c.freeShares += max(d.shares-consumed, 0)
+}
+
 // insert adds k to s, making s first if it is nil.
 func insert[K comparable](s sets.Set[K], k K) sets.Set[K] {
 	if s == nil {
@@ -122,16 +150,25 @@ func insert[K comparable](s sets.Set[K], k K) sets.Set[K] {
 	return s.Insert(k)
 }
 
-// usage is the count in the pool's unit: shares (shared) or whole ports (exclusive).
+// usage is the count in the pool's unit: shares (shared, legacy) or whole ports
+// (exclusive). A legacy pool selects legacy devices only, the other pools none.
 func (c *counter) usage(mode v1alpha1.PoolMode) Usage {
 	u := c.u
-	u.Nodes, u.Ports, u.AllocatedPorts = int32(c.nodes.Len()), int32(c.ports.Len()), int32(c.allocatedPorts.Len())
-	if mode == v1alpha1.PoolModeShared {
+	u.Nodes = int32(c.nodes.Len())
+	u.Ports = clampInt32(int64(c.ports.Len()) + c.legacyPorts)
+	u.AllocatedPorts = clampInt32(int64(c.allocatedPorts.Len()) + c.legacyAllocatedPorts)
+	switch mode {
+	case v1alpha1.PoolModeShared, v1alpha1.PoolModeLegacy:
 		u.Allocated, u.Free = u.AllocatedShares, c.freeShares
-		return u
+	default:
+		u.Allocated, u.Free = int64(u.AllocatedPorts), c.freePorts
 	}
-	u.Allocated, u.Free = int64(u.AllocatedPorts), c.freePorts
 	return u
+}
+
+// clampInt32 keeps a sum of published attributes in the range of a status field.
+func clampInt32(n int64) int32 {
+	return int32(min(max(n, 0), math.MaxInt32))
 }
 
 // String is for logs.
