@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -124,38 +126,89 @@ func TestPreferExclusiveFallback(t *testing.T) {
 	assertAllocated(t, ns, "on-busy-port", "hca/share=mlx5-4-p1-shared")
 }
 
-// TestLegacyExtendedResource runs an unchanged device-plugin-era pod.
+// legacyClass is the local cluster's legacy pool (pools.legacy): one unit of
+// rdma/hca_shared_devices_a is every InfiniBand port of the node, for at most
+// localcluster.LegacyMaxPods (2) pods at once.
+const legacyClass, legacyResource = "hca-shared-devices-a", "rdma/hca_shared_devices_a"
+
+// ibRails are the InfiniBand ports of the dgx-h100 mock node, the rails a pod of the
+// device plugin's unit gets.
+var ibRails = []string{"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_7"}
+
+// TestLegacyExtendedResource runs unchanged device-plugin-era pods: one unit gives every
+// rail, as k8s-rdma-shared-dev-plugin did; the third pod waits (maxPods 2). While legacy
+// pods hold the rails a whole-port claim on one of them waits, a share of it and a whole
+// RoCE port do not; once they are gone the whole port is allocated, and then a new legacy
+// pod waits for it.
 func TestLegacyExtendedResource(t *testing.T) {
 	env.NeedMockNode(t)
 	// The API server drops extendedResourceName when DRAExtendedResource is off, as it is
 	// by default before 1.36 (the version matrix runs this test there too).
 	requireFeature(t, serverFeatures(t).ExtendedResource, "DRAExtendedResource", "a DeviceClass's extendedResourceName")
-	ctx := framework.Context(t, time.Minute)
-	dc, err := env.Client.ResourceV1().DeviceClasses().Get(ctx, classShared, metav1.GetOptions{})
+	ctx := framework.Context(t, 10*time.Minute)
+	dc, err := env.Client.ResourceV1().DeviceClasses().Get(ctx, legacyClass, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if dc.Spec.ExtendedResourceName == nil || *dc.Spec.ExtendedResourceName != "rdma/hca_shared_devices_a" {
-		t.Fatalf("DeviceClass %s has extendedResourceName %v; is the DRAExtendedResource feature on?", classShared, dc.Spec.ExtendedResourceName)
+	if dc.Spec.ExtendedResourceName == nil || *dc.Spec.ExtendedResourceName != legacyResource {
+		t.Fatalf("DeviceClass %s has extendedResourceName %v; is the DRAExtendedResource feature on?", legacyClass, dc.Spec.ExtendedResourceName)
 	}
 	ns := env.NewNamespace(t, "legacy")
-	env.CreatePod(t, framework.WithExtendedResource(framework.ReportPod(ns, "legacy", ""), "rdma/hca_shared_devices_a", 1))
-	r := env.WaitReport(t, ns, "legacy")
-	claim := env.PodClaim(t, ns, "legacy")
-	devs := framework.AllocatedDevices(claim)
-	if len(devs) != 1 {
-		t.Fatalf("extended-resource claim %s allocated %v, want one device", claim.Name, devs)
+	legacy := func(name string) {
+		env.CreatePod(t, framework.WithExtendedResource(framework.ReportPod(ns, name, ""), legacyResource, 1))
 	}
-	dev, err := env.SliceDevice(ctx, claim.Status.Allocation.Devices.Results[0].Device)
+	const device = "container-0-request-0=legacy-hca-shared-devices-a"
+
+	t.Log("one unit is every rail, for two pods")
+	for _, name := range []string{"legacy-a", "legacy-b"} {
+		legacy(name)
+	}
+	for _, name := range []string{"legacy-a", "legacy-b"} {
+		assertSees(t, name, env.WaitReport(t, ns, name), want{ibdevs: ibRails})
+		assertAllocated(t, ns, name, device)
+	}
+	t.Log("a third pod is one more than maxPods")
+	legacy("legacy-c")
+	env.StaysPending(t, ns, "legacy-c", pendingFor)
+	pod, err := env.Client.CoreV1().Pods(ns).Get(ctx, "legacy-c", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ibdev := *sliceAttr(dev, "ibdev").StringValue
-	gid := ""
-	if g, ok := devicemodel.LookupAttribute(devicemodel.DefaultDriverName, &dev, devicemodel.AttributeDomain+"/gid_index"); ok {
-		gid = fmt.Sprint(*g.IntValue)
+	reason := ""
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			reason = c.Reason + ": " + c.Message
+		}
 	}
-	assertSees(t, "legacy", r, want{ibdevs: []string{ibdev}, gidIndex: gid})
+	if !strings.HasPrefix(reason, corev1.PodReasonUnschedulable+": ") || len(reason) == len(corev1.PodReasonUnschedulable)+2 {
+		t.Errorf("legacy-c is Pending with %q, want the scheduler's reason (Unschedulable and a message)", reason)
+	}
+	t.Logf("legacy-c is Pending: %s", reason)
+
+	t.Log("with legacy pods on the rails: a whole rail waits, a share of it and a whole RoCE port do not")
+	env.CreateClaimTemplate(t, ns, "whole-rail", framework.ClaimSpec([]framework.Request{{Name: "hca", Class: classExclusive, CEL: framework.OnPort("mlx5_2")}}, ""))
+	env.CreateClaimTemplate(t, ns, "rail-share", framework.ClaimSpec([]framework.Request{{Name: "hca", Class: classShared, CEL: framework.OnPort("mlx5_2"), Shares: 1}}, ""))
+	env.CreateClaimTemplate(t, ns, "whole-roce", framework.ClaimSpec([]framework.Request{{Name: "hca", Class: classExclusive, CEL: framework.OnPort("mlx5_8")}}, ""))
+	env.CreatePod(t, framework.ReportPod(ns, "whole-rail", "whole-rail"))
+	env.StaysPending(t, ns, "whole-rail", pendingFor)
+	for _, name := range []string{"rail-share", "whole-roce"} {
+		env.CreatePod(t, framework.ReportPod(ns, name, name))
+	}
+	env.WaitReport(t, ns, "rail-share")
+	assertAllocated(t, ns, "rail-share", "hca=mlx5-2-p1-shared")
+	env.WaitReport(t, ns, "whole-roce")
+	assertAllocated(t, ns, "whole-roce", "hca=mlx5-8-p1")
+
+	t.Log("once the legacy pods are gone, the whole rail is allocated; then a legacy pod waits for it")
+	for _, name := range []string{"legacy-a", "legacy-b", "legacy-c"} {
+		env.DeletePod(t, ns, name)
+	}
+	env.WaitReport(t, ns, "whole-rail")
+	assertAllocated(t, ns, "whole-rail", "hca=mlx5-2-p1")
+	legacy("legacy-d")
+	env.StaysPending(t, ns, "legacy-d", pendingFor)
+	env.DeletePod(t, ns, "whole-rail")
+	assertSees(t, "legacy-d", env.WaitReport(t, ns, "legacy-d"), want{ibdevs: ibRails})
 }
 
 // TestNUMAAlignment asks for two whole InfiniBand ports on one NUMA node.

@@ -57,9 +57,14 @@ func (l Layout) DriverValuesFile() string { return filepath.Join(l.Config(), "dr
 // cluster's paths, network attachment through the local containerd's NRI socket with the
 // emulated RDMA kernel, and the node configuration's address pools for the mock netdevs'
 // stand-ins (mocknet.AddressPools; none when the record has no stand-ins).
-// LegacyExtendedResource is the extended resource name the local cluster's shared pool
-// serves: k8s-rdma-shared-dev-plugin's default, for the unchanged-pod demo and test.
+// LegacyExtendedResource is the extended resource name the local cluster's legacy pool
+// serves: k8s-rdma-shared-dev-plugin's default, for the unchanged-pod demo and test. One
+// unit is every InfiniBand port of the node (the rails of the dgx-h100 profile), shared
+// by at most LegacyMaxPods pods.
 const LegacyExtendedResource = "rdma/hca_shared_devices_a"
+
+// LegacyMaxPods is the local cluster's rdmaHcaMax: small, so that the test fills it.
+const LegacyMaxPods = 2
 
 func (l Layout) driverValues(repository, tag string, pools []nodeconfig.AddressPool) (string, error) {
 	head := fmt.Sprintf(`# Written by localcluster install: the chart in mock mode on the local cluster.
@@ -77,12 +82,17 @@ mock:
 # removes.
 deviceMetadata:
   root: %q
-# Pods written for the device plugin run unchanged here (demo/legacy-extended-resource,
-# e2e TestLegacyExtendedResource); the chart leaves the name free by default.
+# Pods written for the device plugin run unchanged here, with its unit: every InfiniBand
+# port (demo/legacy-extended-resource, e2e TestLegacyExtendedResource); the chart leaves
+# the name free by default.
 pools:
-  shared:
+  legacy:
+    enabled: true
     extendedResourceName: %q
-`, repository, tag, l.KubeletRoot(), HookInstallDir, l.MockSys(), l.MockDev(), l.DeviceMetadataRoot(), LegacyExtendedResource)
+    maxPods: %d
+    selectors:
+      linkTypes: [InfiniBand]
+`, repository, tag, l.KubeletRoot(), HookInstallDir, l.MockSys(), l.MockDev(), l.DeviceMetadataRoot(), LegacyExtendedResource, LegacyMaxPods)
 	type attachment struct {
 		Enabled    bool   `json:"enabled"`
 		NRISocket  string `json:"nriSocket"`

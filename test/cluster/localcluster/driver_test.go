@@ -40,8 +40,8 @@ func TestDriverValues(t *testing.T) {
 					t.Errorf("networkAttachment.%s = %v, want %v\n%s", k, v.NetworkAttachment[k], w, out)
 				}
 			}
-			if got := v.Pools["shared"]["extendedResourceName"]; got != LegacyExtendedResource {
-				t.Errorf("pools.shared.extendedResourceName = %v, want %s", got, LegacyExtendedResource)
+			if got := v.Pools["legacy"]["extendedResourceName"]; got != LegacyExtendedResource || v.Pools["legacy"]["enabled"] != true {
+				t.Errorf("pools.legacy = %v, want enabled with %s", v.Pools["legacy"], LegacyExtendedResource)
 			}
 			if v.Mock["sysfsRoot"] != "/var/lib/rdma-dra-local/mock/sys" {
 				t.Errorf("mock.sysfsRoot = %v", v.Mock["sysfsRoot"])
