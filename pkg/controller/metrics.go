@@ -35,12 +35,12 @@ const (
 )
 
 var metricHelp = map[string]string{
-	metricNodes:           "Nodes with at least one port of the pool.",
+	metricNodes:           "Nodes with at least one port of the pool (legacy pools: its device).",
 	metricPorts:           "Ports the pool selects.",
-	metricShares:          "Shares of the pool's ports (shared pools).",
+	metricShares:          "Shares of the pool's ports (shared pools) or devices (legacy pools).",
 	metricAllocatedPorts:  "Ports of the pool allocated to a claim, wholly or in part.",
-	metricAllocatedShares: "Shares of the pool's ports allocated to claims (shared pools).",
-	metricFree:            "What can still be allocated: shares in a shared pool, ports in an exclusive pool.",
+	metricAllocatedShares: "Shares allocated to claims (shared and legacy pools).",
+	metricFree:            "What can still be allocated: shares in a shared or legacy pool, ports in an exclusive pool.",
 	metricReady:           "1 when the pool's DeviceClass matches its spec (condition Ready), else 0.",
 }
 

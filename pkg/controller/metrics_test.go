@@ -38,7 +38,7 @@ func TestMetrics(t *testing.T) {
 				m.set(pool("roce", v1alpha1.PoolModeExclusive), Usage{Nodes: 1, Ports: 2, AllocatedPorts: 2}, false)
 			},
 			want: `
-# HELP rdma_dra_pool_free [ALPHA] What can still be allocated: shares in a shared pool, ports in an exclusive pool.
+# HELP rdma_dra_pool_free [ALPHA] What can still be allocated: shares in a shared or legacy pool, ports in an exclusive pool.
 # TYPE rdma_dra_pool_free gauge
 rdma_dra_pool_free{mode="exclusive",pool="roce"} 0
 rdma_dra_pool_free{mode="shared",pool="ib"} 61
@@ -60,7 +60,7 @@ rdma_dra_pool_ready{mode="shared",pool="ib"} 1
 				m.forget("ib")
 			},
 			want: `
-# HELP rdma_dra_pool_free [ALPHA] What can still be allocated: shares in a shared pool, ports in an exclusive pool.
+# HELP rdma_dra_pool_free [ALPHA] What can still be allocated: shares in a shared or legacy pool, ports in an exclusive pool.
 # TYPE rdma_dra_pool_free gauge
 rdma_dra_pool_free{mode="exclusive",pool="roce"} 2
 # HELP rdma_dra_pool_ports [ALPHA] Ports the pool selects.
