@@ -212,7 +212,7 @@ var StateNames = map[int]string{0: "NOP", 1: "DOWN", 2: "INIT", 3: "ARMED", 4: "
 // them (ibv_devinfo and `rdma link` use other names for the same numbers).
 var PhysStateNames = map[int]string{1: "Sleep", 2: "Polling", 3: "Disabled", 4: "PortConfigurationTraining", 5: "LinkUp", 6: "LinkErrorRecovery", 7: "Phy Test"}
 
-// RoCEv2GIDIndex applies the driver's documented GID index rule (../shared/sysfs.md) to
+// RoCEv2GIDIndex applies the driver's documented GID index rule (docs/sysfs.md) to
 // a table as ibv_devinfo prints it: the lowest RoCE v2 entry with an IPv4 address, else
 // the lowest with a global IPv6 address; -1 for none. It is written here again, from the
 // rule's text, so that the driver's implementation is checked, not reused.
