@@ -1,6 +1,7 @@
 package framework
 
 import (
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -70,5 +71,37 @@ func TestLocalize(t *testing.T) {
 		if got := Localize(tc.in, values, "/tmp/s/"); got != tc.want {
 			t.Errorf("Localize(%q) =\n %s\nwant\n %s", tc.in, got, tc.want)
 		}
+	}
+}
+
+// TestRepositoryReadme reads the repository's own README as TestReadmeInstall does, so that
+// an edit that breaks a marked block, or a helm install that Localize would not point at
+// the repository's chart, fails make test instead of the end-to-end run.
+func TestRepositoryReadme(t *testing.T) {
+	readme, err := os.ReadFile("../../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	installs := 0
+	for _, name := range []string{"install-helm", "uninstall-helm", "install-static", "uninstall-static"} {
+		cmds, err := ReadmeBlock(readme, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cmds {
+			local := Localize(c, nil, "/static")
+			if strings.HasPrefix(c, "helm install ") {
+				installs++
+				if !strings.Contains(local, " "+RepoChart+" ") || strings.Contains(local, "--version") {
+					t.Errorf("%s: %q becomes %q, not an install of %s", name, c, local, RepoChart)
+				}
+			}
+			if strings.Contains(local, "deployments/static/") {
+				t.Errorf("%s: %q still reads deployments/static/ after Localize: %q", name, c, local)
+			}
+		}
+	}
+	if installs != 1 {
+		t.Errorf("the README's blocks hold %d helm install commands, want 1", installs)
 	}
 }
