@@ -94,7 +94,9 @@ func TestDefaultPoolsAreSafe(t *testing.T) {
 			if class.AllowedNetwork != nil || (class.Network != nil && class.Network.Mode != nil && class.Network.Mode.Attaches()) {
 				t.Errorf("pool %s: network %s, want none attached and none allowed", p.Name, p.Spec.Config.Raw)
 			}
-			shared := p.Spec.Mode == v1alpha1.PoolModeShared
+			// The plugin resolves a config as for a shared device unless the device is
+			// exclusive: a legacy pool's device is shared by up to maxPods claims.
+			shared := p.Spec.Mode != v1alpha1.PoolModeExclusive
 			got, err := v1alpha1.Resolve(shared, []*v1alpha1.RdmaConfig{class}, nil)
 			if err != nil {
 				t.Fatal(err)
