@@ -55,6 +55,24 @@ func profileSlices(t *testing.T, profile, node string, legacy bool) []*resourcea
 		opts.Config.Legacy.Mode = nodeconfig.LegacyModeShared
 		opts.Config.Legacy.Shares = 2
 	}
+	return buildSlices(t, profile, opts)
+}
+
+// legacyResourceSlices builds the ResourceSlices of a node of the profile whose node
+// configuration has these legacyResources, in the default device model.
+func legacyResourceSlices(t *testing.T, profile, node string, resources ...nodeconfig.LegacyResource) []*resourceapi.ResourceSlice {
+	t.Helper()
+	opts := devicemodel.Options{NodeName: node}
+	opts.Config.LegacyResources = resources
+	opts.Config.SetDefaults()
+	if errs := opts.Config.Validate(); len(errs) > 0 {
+		t.Fatalf("node configuration: %v", errs.ToAggregate())
+	}
+	return buildSlices(t, profile, opts)
+}
+
+func buildSlices(t *testing.T, profile string, opts devicemodel.Options) []*resourceapi.ResourceSlice {
+	t.Helper()
 	res, err := devicemodel.Build(profileInventory(t, profile), opts)
 	if err != nil {
 		t.Fatalf("build device model of %s: %v", profile, err)

@@ -395,7 +395,7 @@ func newIndexedSlice(driverName string, s *resourceapi.ResourceSlice) *indexedSl
 		case *mode.StringValue == string(devicemodel.ModeShared):
 			pd.shared = true
 			pd.shares = deviceShares(d)
-		case *mode.StringValue == string(v1alpha1.PoolModeLegacy):
+		case *mode.StringValue == string(devicemodel.ModeLegacy):
 			pd.legacy = true
 			pd.shares = deviceShares(d)
 			if n, _ := devicemodel.LookupAttribute(driverName, d, attrQualified(attrPorts)); n.IntValue != nil {

@@ -7,11 +7,13 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	apiresource "k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
 )
 
 // legacyClaim is a claim allocated shares of legacy devices; a result of 0 shares has
@@ -134,6 +136,75 @@ func TestLegacyEventsEnqueueTheirPool(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := sets.List(tt.event()); !cmp.Equal(got, tt.want) {
 				t.Errorf("enqueues %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestLegacyPoolsOnTheDeviceModel syncs legacy pools on the slices the kubelet plugin
+// builds for two dgx-h100 nodes (8 InfiniBand and 2 RoCE ports each) whose node
+// configuration has a legacy resource for each link layer: each class selects its own
+// device on each node, and the status counts the ports the devices stand for.
+func TestLegacyPoolsOnTheDeviceModel(t *testing.T) {
+	resources := []nodeconfig.LegacyResource{
+		{Name: "hca-ib", MaxPods: 100, Selectors: nodeconfig.Selector{LinkTypes: []string{"IB"}}},
+		{Name: "hca-roce", MaxPods: 4, Selectors: nodeconfig.Selector{LinkTypes: []string{"ETH"}}},
+	}
+	var objs []runtime.Object
+	for _, node := range []string{"node-a", "node-b"} {
+		for _, s := range legacyResourceSlices(t, "dgx-h100", node, resources...) {
+			objs = append(objs, s)
+		}
+	}
+	objs = append(objs, legacyClaim("pod", legacyResult{"node-b", "hca-roce", 1}))
+	h := newHarness(t, objs...)
+	ibShared := newPool("ib-shared", v1alpha1.PoolModeShared, t0)
+	ibShared.Spec.Selectors.LinkTypes = []v1alpha1.LinkType{"IB"}
+	for _, p := range []*v1alpha1.RdmaPool{ibShared, newPool("hca-ib", v1alpha1.PoolModeLegacy, t0), newPool("hca-roce", v1alpha1.PoolModeLegacy, t0)} {
+		h.putPool(p)
+		if err := h.sync(p.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		pool        string
+		wantDevices []string
+		want        v1alpha1.RdmaPoolStatus
+	}{
+		{"hca-ib", []string{"node-a/legacy-hca-ib", "node-b/legacy-hca-ib"},
+			v1alpha1.RdmaPoolStatus{Nodes: 2, Ports: 16, Shares: 200, Free: 200}},
+		{"hca-roce", []string{"node-a/legacy-hca-roce", "node-b/legacy-hca-roce"},
+			v1alpha1.RdmaPoolStatus{Nodes: 2, Ports: 4, Shares: 8, AllocatedPorts: 2, AllocatedShares: 1, Allocated: 1, Free: 7}},
+		// Legacy devices beside the port devices change nothing of a shared pool.
+		{"ib-shared", nil, v1alpha1.RdmaPoolStatus{Nodes: 2, Ports: 16, Shares: 16 * 16, Free: 16 * 16}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.pool, func(t *testing.T) {
+			got := h.pool(tt.pool).Status
+			got.Conditions, got.ObservedGeneration, got.DeviceClassName = nil, 0, ""
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("status (-want +got):\n%s", diff)
+			}
+			if tt.wantDevices == nil {
+				return
+			}
+			prog, err := CompileSelector(h.class(tt.pool).Spec.Selectors[0].CEL.Expression)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var selected []string
+			for _, o := range objs {
+				s, ok := o.(*resourceapi.ResourceSlice)
+				if !ok {
+					continue
+				}
+				for i := range s.Spec.Devices {
+					d := &s.Spec.Devices[i]
+					match(t, prog, celDevice(s.Spec.Driver, d), *s.Spec.NodeName+"/"+d.Name, &selected)
+				}
+			}
+			if !cmp.Equal(selected, tt.wantDevices) {
+				t.Errorf("class selects %v, want %v", selected, tt.wantDevices)
 			}
 		})
 	}

@@ -33,11 +33,11 @@ var (
 	attrPCIBusID  = mustAttribute(deviceattribute.StandardDeviceAttributePCIBusID)
 )
 
-// The attributes of the device a node publishes for a legacy pool (pkg/devicemodel):
-// which pool it serves and how many ports it stands for.
+// The attributes of the device a node publishes for a legacy pool: which pool it serves
+// and how many ports it stands for. They are looked up in devicemodel.LegacyAttributes.
 var (
-	attrLegacyResource = celAttribute{domain: devicemodel.AttributeDomain, id: "legacy_resource"}
-	attrPorts          = celAttribute{domain: devicemodel.AttributeDomain, id: "ports"}
+	attrLegacyResource = mustLegacyAttribute(devicemodel.AttrLegacyResource)
+	attrPorts          = mustLegacyAttribute(devicemodel.AttrPorts)
 )
 
 // celAttribute is a device attribute as CEL reads it.
@@ -46,8 +46,16 @@ type celAttribute struct {
 }
 
 func mustAttribute(name resourceapi.QualifiedName) celAttribute {
-	if !slices.ContainsFunc(devicemodel.Attributes(), func(a devicemodel.Attribute) bool { return a.Name == name }) {
-		panic(fmt.Sprintf("attribute %s is not in devicemodel.Attributes", name))
+	return mustListed(name, devicemodel.Attributes(), "devicemodel.Attributes")
+}
+
+func mustLegacyAttribute(name resourceapi.QualifiedName) celAttribute {
+	return mustListed(name, devicemodel.LegacyAttributes(), "devicemodel.LegacyAttributes")
+}
+
+func mustListed(name resourceapi.QualifiedName, list []devicemodel.Attribute, listName string) celAttribute {
+	if !slices.ContainsFunc(list, func(a devicemodel.Attribute) bool { return a.Name == name }) {
+		panic(fmt.Sprintf("attribute %s is not in %s", name, listName))
 	}
 	domain, id, _ := strings.Cut(string(name), "/")
 	return celAttribute{domain: domain, id: id}
