@@ -41,15 +41,21 @@ func sampleInventory() *discovery.Inventory {
 }
 
 // deviceModel is one shape the plugin publishes: partitionable, or legacy with the port
-// published either whole or as single shares.
+// published either whole or as single shares; the partitionable one also with the device
+// of a legacy resource (legacyResources of the node configuration) for every port.
 type deviceModel struct {
-	name       string
-	legacy     bool
-	legacyMode nodeconfig.LegacyMode
+	name            string
+	legacy          bool
+	legacyMode      nodeconfig.LegacyMode
+	legacyResources []nodeconfig.LegacyResource
 }
+
+// sampleLegacyResource is the legacy resource of the model that has one: every port.
+const sampleLegacyResource = "hca-shared-devices-a"
 
 var deviceModels = []deviceModel{
 	{name: "partitionable"},
+	{name: "partitionable-legacy-resource", legacyResources: []nodeconfig.LegacyResource{{Name: sampleLegacyResource, MaxPods: 10}}},
 	{name: "legacy-shared", legacy: true, legacyMode: nodeconfig.LegacyModeShared},
 	{name: "legacy-exclusive", legacy: true, legacyMode: nodeconfig.LegacyModeExclusive},
 }
@@ -68,6 +74,8 @@ func sampleDevices(t *testing.T, model deviceModel) []sampleDevice {
 	t.Helper()
 	opts := devicemodel.Options{NodeName: "node-a", Legacy: model.legacy}
 	opts.Config.Legacy.Mode = model.legacyMode
+	opts.Config.LegacyResources = model.legacyResources
+	opts.Config.SetDefaults()
 	res, err := devicemodel.Build(sampleInventory(), opts)
 	if err != nil {
 		t.Fatalf("build device model: %v", err)
@@ -101,7 +109,7 @@ func poolClasses(t *testing.T, file string) []*resourceapi.DeviceClass {
 		if errs := p.Validate(); len(errs) > 0 {
 			t.Fatalf("RdmaPool %s: %v", p.Name, errs.ToAggregate())
 		}
-		expr, err := controller.PoolCEL(devicemodel.DefaultDriverName, &p.Spec)
+		expr, err := controller.ClassCEL(devicemodel.DefaultDriverName, p)
 		if err != nil {
 			t.Fatalf("RdmaPool %s: %v", p.Name, err)
 		}
@@ -153,6 +161,44 @@ func TestDefaultPoolSelectors(t *testing.T) {
 					}
 				})
 			}
+		}
+	}
+}
+
+// TestLegacyPoolSelector evaluates the CEL of a legacy pool's DeviceClass on every
+// device model: it selects the device of its legacy resource, where the node publishes
+// one, and nothing else; a legacy pool of another name selects nothing.
+func TestLegacyPoolSelector(t *testing.T) {
+	pool := func(name string) *v1alpha1.RdmaPool {
+		return &v1alpha1.RdmaPool{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.RdmaPoolSpec{Mode: v1alpha1.PoolModeLegacy}}
+	}
+	for _, p := range []*v1alpha1.RdmaPool{pool(sampleLegacyResource), pool("hca-shared-devices-b")} {
+		if errs := p.Validate(); len(errs) > 0 {
+			t.Fatalf("RdmaPool %s: %v", p.Name, errs.ToAggregate())
+		}
+		expr, err := controller.ClassCEL(devicemodel.DefaultDriverName, p)
+		if err != nil {
+			t.Fatalf("RdmaPool %s: %v", p.Name, err)
+		}
+		class := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: p.Name}, Spec: resourceapi.DeviceClassSpec{
+			Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: expr}}}}}
+		attrs, caps := celNames(expr)
+		checkNames(t, "DeviceClass "+p.Name, attrs, caps)
+		for _, model := range deviceModels {
+			t.Run(p.Name+"/"+model.name, func(t *testing.T) {
+				var want, got []string
+				if p.Name == sampleLegacyResource && len(model.legacyResources) > 0 {
+					want = []string{v1alpha1.LegacyDeviceName(p.Name)}
+				}
+				for _, d := range sampleDevices(t, model) {
+					if selects(t, class, d.cel) {
+						got = append(got, d.name)
+					}
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("selects %v, want %v", got, want)
+				}
+			})
 		}
 	}
 }
@@ -226,7 +272,7 @@ func celNames(expr string) (attrs, capacities []string) {
 // model: the one list CEL in the chart, the demos and the docs must use.
 func knownNames() (attrs, capacities sets.Set[string]) {
 	attrs = sets.New[string]()
-	for _, a := range devicemodel.Attributes() {
+	for _, a := range append(devicemodel.Attributes(), devicemodel.LegacyAttributes()...) {
 		attrs.Insert(string(a.Name))
 	}
 	return attrs, sets.New(string(devicemodel.SharesCapacity))
