@@ -14,10 +14,13 @@ help: ## list the targets
 	@grep -hE '^[a-z][a-zA-Z0-9_-]*:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 .PHONY: build
-build: ## build the binaries into _output/bin
+build: ## build the binaries into _output/bin, one line per binary as it starts
 	@mkdir -p $(BIN_DIR)
 	@for b in $(BINARIES); do \
-	  if [ -d cmd/$$b ]; then $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN_DIR)/$$b ./cmd/$$b || exit 1; fi; \
+	  if [ -d cmd/$$b ]; then \
+	    echo "build $$b $(VERSION) -> $(BIN_DIR)/$$b"; \
+	    $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN_DIR)/$$b ./cmd/$$b || exit 1; \
+	  fi; \
 	done
 
 .PHONY: test
