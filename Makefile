@@ -1,10 +1,19 @@
 # rdma-dra-driver. `make help` lists the targets.
 SHELL := /usr/bin/env bash
 GO ?= go
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0.0-dev)
+# The version, X.Y.Z without a v: a tag vX.Y.Z on HEAD, else the VERSION file (VERSION=
+# overrides both; a leading v is dropped). It is the one source of the image tag
+# v$(VERSION), the chart's version and appVersion, the static manifests' image and the
+# release's CHANGELOG section; make release-check proves they agree (docs/release.md).
+VERSION ?= $(shell git describe --tags --exact-match --match 'v[0-9]*' HEAD 2>/dev/null || cat VERSION)
+override VERSION := $(patsubst v%,%,$(strip $(VERSION)))
+RELEASE_TAG := v$(VERSION)
 GIT_COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
-LDFLAGS := -s -w -X github.com/rdma-dra/rdma-dra-driver/internal/version.Version=$(VERSION) \
-	-X github.com/rdma-dra/rdma-dra-driver/internal/version.GitCommit=$(GIT_COMMIT)
+# ldflags stamps a version ($(1)) and a commit ($(2)) into the binaries; `make build` and
+# the image's binaries carry the release tag, the commit tells builds of it apart.
+ldflags = -s -w -X github.com/rdma-dra/rdma-dra-driver/internal/version.Version=$(1) \
+	-X github.com/rdma-dra/rdma-dra-driver/internal/version.GitCommit=$(2)
+LDFLAGS := $(call ldflags,$(RELEASE_TAG),$(GIT_COMMIT))
 BIN_DIR := _output/bin
 BINARIES := rdma-dra rdma-dra-kubeletplugin rdma-dra-controller rdma-dra-cdi-hook
 FUZZTIME ?= 10s
@@ -18,7 +27,7 @@ build: ## build the binaries into _output/bin, one line per binary as it starts
 	@mkdir -p $(BIN_DIR)
 	@for b in $(BINARIES); do \
 	  if [ -d cmd/$$b ]; then \
-	    echo "build $$b $(VERSION) -> $(BIN_DIR)/$$b"; \
+	    echo "build $$b $(RELEASE_TAG) -> $(BIN_DIR)/$$b"; \
 	    $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN_DIR)/$$b ./cmd/$$b || exit 1; \
 	  fi; \
 	done

@@ -7,14 +7,16 @@ CLUSTER_TOOL := _output/cluster-cache/tools/localcluster
 # SKIP_DRIVER=1 (cluster-up without the driver), DRIVER_VALUES=a.yaml,b.yaml (extra chart values).
 export FIXTURE MOCK_PROFILE FEATURE_GATES RUNTIME_CONFIG CONTAINERD_VERSION KUBE_VERSION SKIP_SMOKE DRIVER_VALUES IMAGE_SOURCE
 # The driver image: localhost/rdma-dra-driver:$(IMAGE_TAG), written to $(IMAGE_DIR).
-# IMAGE_SOURCE=HEAD builds the committed tree instead of the working tree.
-IMAGE_TAG ?= $(if $(IMAGE_SOURCE),$(shell git rev-parse --short $(IMAGE_SOURCE) 2>/dev/null),$(VERSION))
+# IMAGE_SOURCE=HEAD builds the committed tree instead of the working tree. The tag is the
+# commit (git describe), not the release's: each rebuild installs under a new tag, so the
+# kubelet runs the image just imported.
+IMAGE_TAG ?= $(if $(IMAGE_SOURCE),$(shell git rev-parse --short $(IMAGE_SOURCE) 2>/dev/null),$(shell git describe --tags --always --dirty 2>/dev/null || echo dev))
 IMAGE_DIR ?= _output/images
 IMAGE_REPOSITORY ?= localhost/rdma-dra-driver
 IMAGE_ARCHIVE := $(IMAGE_DIR)/$(notdir $(IMAGE_REPOSITORY))-$(IMAGE_TAG).oci.tar
 # The binaries are stamped like `make build` does, with the image's tag as version; the
 # revision label is the commit built.
-IMAGE_LDFLAGS = $(subst Version=$(VERSION) ,Version=$(IMAGE_TAG) ,$(LDFLAGS))
+IMAGE_LDFLAGS = $(call ldflags,$(IMAGE_TAG),$(GIT_COMMIT))
 IMAGE_REVISION = $(if $(IMAGE_SOURCE),$(IMAGE_TAG),$(GIT_COMMIT))
 CLUSTER_IMAGE_FLAGS = -version '$(IMAGE_TAG)' -image-dir '$(IMAGE_DIR)' -image-repository '$(IMAGE_REPOSITORY)'
 # GO_TAGS are the build tags of the image's binaries: none for `make image-oci`, a release

@@ -3,18 +3,21 @@
 # build context is $(IMAGE_CONTEXT), not the repository. The local cluster's image needs no
 # engine: image-oci (cluster.mk). Options, also read from the environment:
 # REGISTRY (default ghcr.io/rdma-dra, the chart's), IMAGE (the whole reference, default
-# $(REGISTRY)/rdma-dra-driver:$(VERSION)), PLATFORMS (default linux/amd64,linux/arm64),
-# ENGINE (podman, buildah or docker; default the first one installed), BASE_IMAGE (instead
-# of the Containerfile's pinned base, e.g. a mirror).
-REGISTRY ?= ghcr.io/rdma-dra
-IMAGE ?= $(REGISTRY)/rdma-dra-driver:$(VERSION)
+# $(REGISTRY)/rdma-dra-driver:v$(VERSION), the tag the chart's appVersion names),
+# PLATFORMS (default linux/amd64,linux/arm64), ENGINE (podman, buildah or docker; default
+# the first one installed), BASE_IMAGE (instead of the Containerfile's pinned base, e.g. a
+# mirror).
+RELEASE_REGISTRY := ghcr.io/rdma-dra
+RELEASE_REPOSITORY := $(RELEASE_REGISTRY)/rdma-dra-driver
+REGISTRY ?= $(RELEASE_REGISTRY)
+IMAGE ?= $(REGISTRY)/rdma-dra-driver:$(RELEASE_TAG)
 PLATFORMS ?= linux/amd64,linux/arm64
 ENGINE ?=
 BASE_IMAGE ?=
 IMAGE_CONTEXT := _output/image
 comma := ,
 IMAGE_SCRIPT_ENV = IMAGE='$(IMAGE)' PLATFORMS='$(PLATFORMS)' ENGINE='$(ENGINE)' BASE_IMAGE='$(BASE_IMAGE)' \
-	VERSION='$(VERSION)' GIT_COMMIT='$(GIT_COMMIT)' CONTEXT='$(IMAGE_CONTEXT)'
+	VERSION='$(RELEASE_TAG)' GIT_COMMIT='$(GIT_COMMIT)' CONTEXT='$(IMAGE_CONTEXT)'
 
 .PHONY: image-binaries
 image-binaries: ## cross-compile the image's static binaries for each of PLATFORMS into _output/image/linux_<arch>/
@@ -26,11 +29,11 @@ image-binaries: ## cross-compile the image's static binaries for each of PLATFOR
 	done
 
 .PHONY: image
-image: image-binaries ## build the driver image with podman, buildah or docker: IMAGE=$(REGISTRY)/rdma-dra-driver:$(VERSION), a manifest list of PLATFORMS (ENGINE=, BASE_IMAGE=)
+image: image-binaries ## build the driver image with podman, buildah or docker: IMAGE=$(REGISTRY)/rdma-dra-driver:v$(VERSION), a manifest list of PLATFORMS (ENGINE=, BASE_IMAGE=)
 	$(IMAGE_SCRIPT_ENV) hack/image.sh build
 
 .PHONY: push
-push: ## push the image make image built: make push REGISTRY=... (the same VERSION, PLATFORMS and ENGINE)
+push: ## push the image make image built: make image push REGISTRY=ghcr.io/me (the same VERSION, PLATFORMS and ENGINE)
 	$(IMAGE_SCRIPT_ENV) hack/image.sh push
 
 .PHONY: image-test

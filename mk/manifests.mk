@@ -24,7 +24,8 @@ $(BIN_DIR)/helm-docs:
 HELM_DOCS_ARGS = --chart-search-root $(dir $(CHART_DIR)) --sort-values-order file --skip-version-footer --log-level warning
 
 .PHONY: manifests
-manifests: $(HELM_DEP) $(filter $(BIN_DIR)/helm-docs,$(HELM_DOCS)) ## render the chart into deployments/static, and its README from values.yaml
+manifests: $(HELM_DEP) $(filter $(BIN_DIR)/helm-docs,$(HELM_DOCS)) ## write the chart's version (VERSION), render it into deployments/static, and its README from values.yaml
+	$(RELEASE_TOOL) set-chart -version $(VERSION)
 	KUBE_VERSION=$(HELM_KUBE_VERSION) hack/render-manifests.sh $(HELM) $(STATIC_DIR)
 	$(HELM_DOCS) $(HELM_DOCS_ARGS)
 
