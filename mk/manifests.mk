@@ -4,8 +4,6 @@ HELM_VERSION ?= v3.22.0
 HELM ?= $(BIN_DIR)/helm
 HELM_DOCS_VERSION ?= v1.14.2
 HELM_DOCS ?= $(BIN_DIR)/helm-docs
-# The Kubernetes version helm renders and lints for (a go-installed helm defaults to 1.20).
-HELM_KUBE_VERSION ?= 1.37.0
 CHART_DIR := deployments/helm/rdma-dra-driver
 STATIC_DIR := deployments/static
 # Build our pinned helm only when HELM is not pointed at another one.
@@ -23,21 +21,26 @@ $(BIN_DIR)/helm-docs:
 
 HELM_DOCS_ARGS = --chart-search-root $(dir $(CHART_DIR)) --sort-values-order file --skip-version-footer --log-level warning
 
+# The chart tests that run helm (deployments/helm_test.go) get this Helm, and fail
+# instead of skipping without one.
+HELM_TEST_ENV = HELM='$(if $(HELM_DEP),$(abspath $(HELM)),$(HELM))' HELM_REQUIRED=1
+
 .PHONY: manifests
 manifests: $(HELM_DEP) $(filter $(BIN_DIR)/helm-docs,$(HELM_DOCS)) ## write the chart's version (VERSION), render it into deployments/static, and its README from values.yaml
 	$(RELEASE_TOOL) set-chart -version $(VERSION)
-	KUBE_VERSION=$(HELM_KUBE_VERSION) hack/render-manifests.sh $(HELM) $(STATIC_DIR)
+	hack/render-manifests.sh $(HELM) $(STATIC_DIR)
 	$(HELM_DOCS) $(HELM_DOCS_ARGS)
 
 .PHONY: manifests-check
-manifests-check: $(HELM_DEP) $(filter $(BIN_DIR)/helm-docs,$(HELM_DOCS)) ## helm lint the chart and fail if deployments/static or the chart's README is stale
-	$(HELM) lint --strict --kube-version $(HELM_KUBE_VERSION) $(CHART_DIR)
-	$(HELM) lint --strict --kube-version $(HELM_KUBE_VERSION) $(CHART_DIR) --set mock.enabled=true --set nodeConfig.shares=8 \
+manifests-check: $(HELM_DEP) $(filter $(BIN_DIR)/helm-docs,$(HELM_DOCS)) ## helm lint the chart, run the tests that need helm, and fail if deployments/static or the chart's README is stale
+	$(HELM) lint --strict $(CHART_DIR)
+	$(HELM) lint --strict $(CHART_DIR) --set mock.enabled=true --set nodeConfig.shares=8 \
 		--set metrics.serviceMonitor.enabled=true --set rbac.claimDeviceStatus=false
-	$(HELM) lint --strict --kube-version $(HELM_KUBE_VERSION) $(CHART_DIR) --set metrics.serviceMonitor.enabled=true \
+	$(HELM) lint --strict $(CHART_DIR) --set metrics.serviceMonitor.enabled=true \
 		--set metrics.secure=true --set metrics.tls.secretName=metrics-tls --set controller.metricsSecure=true
+	$(HELM_TEST_ENV) $(GO) test -count=1 -run '^TestHelm' ./deployments/
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
-	  KUBE_VERSION=$(HELM_KUBE_VERSION) hack/render-manifests.sh $(HELM) "$$tmp" && \
+	  hack/render-manifests.sh $(HELM) "$$tmp" && \
 	  if ! diff -ru $(STATIC_DIR) "$$tmp"; then \
 	    echo "deployments/static is stale: run make manifests and commit the result" >&2; exit 1; \
 	  fi
