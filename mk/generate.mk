@@ -1,6 +1,8 @@
 # Code generated from the Go types of api/rdma.dra.io/v1alpha1: the RdmaPool CRD (into the
 # chart's crds/) and the deep copies (zz_generated.deepcopy.go) by controller-gen, and the
 # typed clientset, listers and informers of RdmaPools (pkg/client) by k8s.io/code-generator.
+# make generate then writes the RdmaPool part of the chart's values.schema.json from the
+# CRD (manifests.mk); make manifests-check fails when that part is stale.
 # Both run from the Go module proxy at pinned versions, outside the driver's go.mod; the
 # code generator's version is the Kubernetes libraries' (go.mod).
 
@@ -28,10 +30,11 @@ $(GO) run $(CODE_GENERATOR)/client-gen@$(CODE_GENERATOR_VERSION) --go-header-fil
 endef
 
 .PHONY: generate
-generate: ## write the RdmaPool CRD into the chart's crds/, the API's deep copies and pkg/client (clientset, listers, informers), from the Go types
+generate: ## write the RdmaPool CRD into the chart's crds/, the API's deep copies and pkg/client (clientset, listers, informers), from the Go types; then the RdmaPool part of the chart's values schema, from the CRD
 	$(CONTROLLER_GEN) crd object paths=./api/... output:crd:dir=$(CRD_DIR)
 	rm -rf $(CLIENT_DIR)
 	$(call client-code,$(CLIENT_DIR))
+	$(VALUES_SCHEMA_GEN)
 
 .PHONY: generate-check
 generate-check: ## fail if the CRD, the deep copies or pkg/client differ from what make generate writes
