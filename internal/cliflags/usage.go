@@ -31,13 +31,27 @@ func Usagef(format string, args ...any) error {
 	return &UsageError{msg: fmt.Sprintf(format, args...)}
 }
 
-// ExitCode is the exit status for err: ExitOK for nil, ExitUsage for a UsageError
-// anywhere in its chain, ExitFailure otherwise.
+// StatusError is an error with an exit status of its own, for a command that documents
+// statuses beyond these (migrate's status for a migration that would only widen).
+type StatusError struct {
+	Status int
+	Err    error
+}
+
+func (e *StatusError) Error() string { return e.Err.Error() }
+
+func (e *StatusError) Unwrap() error { return e.Err }
+
+// ExitCode is the exit status for err: ExitOK for nil, the status of a StatusError or
+// ExitUsage for a UsageError anywhere in its chain, ExitFailure otherwise.
 func ExitCode(err error) int {
 	var ue *UsageError
+	var se *StatusError
 	switch {
 	case err == nil:
 		return ExitOK
+	case errors.As(err, &se):
+		return se.Status
 	case errors.As(err, &ue):
 		return ExitUsage
 	}

@@ -33,6 +33,8 @@ func TestExitCode(t *testing.T) {
 		{errors.New("read x: no such file"), 1},
 		{Usagef("unknown flag"), 2},
 		{fmt.Errorf("wrapped: %w", Usagef("bad value")), 2},
+		{&StatusError{Status: 3, Err: errors.New("would widen")}, 3},
+		{fmt.Errorf("wrapped: %w", &StatusError{Status: 3, Err: Usagef("would widen")}), 3},
 	} {
 		if got := ExitCode(tt.err); got != tt.want {
 			t.Errorf("ExitCode(%v) = %d, want %d", tt.err, got, tt.want)
