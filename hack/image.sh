@@ -17,6 +17,8 @@
 #   VERSION, GIT_COMMIT   the image's version and revision labels
 #   CONTEXT        the build context with linux_<arch>/ binaries, default _output/image
 #   CONTAINERFILE  default Containerfile
+#   DIGEST_FILE    push writes the digest it pushed there (sha256:..., the index's for
+#                  several platforms), for signing by digest; default: none
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -52,6 +54,14 @@ if [ "$verb" = build ] || [ "$engine" = docker ]; then
 	done
 fi
 
+digest_file=${DIGEST_FILE:-}
+digest_args=()
+if [ "$verb" = push ] && [ -n "$digest_file" ]; then
+	mkdir -p "$(dirname "$digest_file")"
+	rm -f "$digest_file"
+	digest_args=(--digestfile "$digest_file")
+fi
+
 echo "image.sh: $verb $IMAGE for $platforms with $engine" >&2
 case $verb:$engine:$multi in
 build:podman:true | build:buildah:true)
@@ -70,15 +80,29 @@ build:docker:false)
 	docker build "${args[@]}" -t "$IMAGE" "$context"
 	;;
 push:podman:true | push:buildah:true)
-	"$engine" manifest push --all "$IMAGE" "docker://$IMAGE"
+	"$engine" manifest push --all ${digest_args[@]+"${digest_args[@]}"} "$IMAGE" "docker://$IMAGE"
 	;;
 push:podman:false | push:buildah:false)
-	"$engine" push "$IMAGE" "docker://$IMAGE"
+	"$engine" push ${digest_args[@]+"${digest_args[@]}"} "$IMAGE" "docker://$IMAGE"
 	;;
 push:docker:true)
-	docker buildx build "${args[@]}" -t "$IMAGE" --push "$context"
+	metadata=$(mktemp)
+	trap 'rm -f "$metadata"' EXIT
+	docker buildx build "${args[@]}" -t "$IMAGE" --push --metadata-file "$metadata" "$context"
+	if [ -n "$digest_file" ]; then
+		sed -n 's/.*"containerimage.digest": *"\(sha256:[0-9a-f]*\)".*/\1/p' "$metadata" | head -n 1 >"$digest_file"
+	fi
 	;;
 push:docker:false)
 	docker push "$IMAGE"
+	if [ -n "$digest_file" ]; then
+		ref=$(docker inspect --format '{{index .RepoDigests 0}}' "$IMAGE")
+		echo "${ref#*@}" >"$digest_file"
+	fi
 	;;
 esac
+if [ -n "$digest_file" ] && [ "$verb" = push ]; then
+	grep -q '^sha256:[0-9a-f]\{64\}$' "$digest_file" 2>/dev/null ||
+		{ echo "image.sh: pushed $IMAGE but found no digest for $digest_file" >&2; exit 1; }
+	echo "image.sh: pushed $IMAGE@$(cat "$digest_file")" >&2
+fi

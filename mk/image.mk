@@ -15,9 +15,12 @@ PLATFORMS ?= linux/amd64,linux/arm64
 ENGINE ?=
 BASE_IMAGE ?=
 IMAGE_CONTEXT := _output/image
+# make push writes the digest of what it pushed here (the index of a multi-platform
+# image): make sign signs that digest, not a tag that could move.
+IMAGE_DIGEST_FILE := $(IMAGE_CONTEXT)/pushed-digest
 comma := ,
 IMAGE_SCRIPT_ENV = IMAGE='$(IMAGE)' PLATFORMS='$(PLATFORMS)' ENGINE='$(ENGINE)' BASE_IMAGE='$(BASE_IMAGE)' \
-	VERSION='$(RELEASE_TAG)' GIT_COMMIT='$(GIT_COMMIT)' CONTEXT='$(IMAGE_CONTEXT)'
+	VERSION='$(RELEASE_TAG)' GIT_COMMIT='$(GIT_COMMIT)' CONTEXT='$(IMAGE_CONTEXT)' DIGEST_FILE='$(IMAGE_DIGEST_FILE)'
 
 .PHONY: image-binaries
 image-binaries: ## cross-compile the image's static binaries for each of PLATFORMS into _output/image/linux_<arch>/
@@ -33,7 +36,7 @@ image: image-binaries ## build the driver image with podman, buildah or docker: 
 	$(IMAGE_SCRIPT_ENV) hack/image.sh build
 
 .PHONY: push
-push: ## push the image make image built: make image push REGISTRY=ghcr.io/me (the same VERSION, PLATFORMS and ENGINE)
+push: ## push the image make image built: make image push REGISTRY=ghcr.io/me (the same VERSION, PLATFORMS and ENGINE); its digest goes to $(IMAGE_DIGEST_FILE)
 	$(IMAGE_SCRIPT_ENV) hack/image.sh push
 
 .PHONY: image-test
