@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 )
 
@@ -17,15 +18,15 @@ const (
 	DefaultLegacyPods = 1000
 	// MaxLegacyPods bounds MaxPods. It is a scheduling budget, like Shares.
 	MaxLegacyPods = 65536
-	// MaxLegacyResourceNameLength bounds LegacyResource.Name: the device it is published
-	// as, "legacy-" + Name, must be a DNS label of at most 63 characters.
-	MaxLegacyResourceNameLength = validation.DNS1123LabelMaxLength - len(LegacyDevicePrefix)
+	// MaxLegacyResourceNameLength bounds LegacyResource.Name, the name of its pool: the
+	// device it is published as, "legacy-" + Name, must be a DNS label.
+	MaxLegacyResourceNameLength = v1alpha1.MaxLegacyPoolNameLength
 	// MaxLegacyResources bounds the list; each entry is a device of every node.
 	MaxLegacyResources = 16
 )
 
 // LegacyDevicePrefix starts the name of the device a legacy resource is published as.
-const LegacyDevicePrefix = "legacy-"
+const LegacyDevicePrefix = v1alpha1.LegacyDevicePrefix
 
 // LegacyResource is one resource of k8s-rdma-shared-dev-plugin whose unit the node keeps:
 // one allocation gets every published port that Selectors match on the node, and up to
@@ -44,7 +45,7 @@ type LegacyResource struct {
 }
 
 // DeviceName is the name of the device the resource is published as.
-func (r *LegacyResource) DeviceName() string { return LegacyDevicePrefix + r.Name }
+func (r *LegacyResource) DeviceName() string { return v1alpha1.LegacyDeviceName(r.Name) }
 
 // Matches reports whether the resource takes port p (which the node publishes).
 func (r *LegacyResource) Matches(p *discovery.Port) bool { return r.Selectors.Matches(p) }
