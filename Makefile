@@ -60,9 +60,12 @@ bench-micro: ## Go micro-benchmarks of discovery, the device model, CDI specs, p
 TOOLS_MODFILE := $(CURDIR)/hack/tools/go.mod
 GOLANGCI_LINT := $(GO) tool -modfile=$(TOOLS_MODFILE) golangci-lint
 LOGCHECK := $(GO) tool -modfile=$(TOOLS_MODFILE) logcheck
+# actionlint has a module of its own (hack/tools/actionlint/go.mod says why). It runs
+# without shellcheck and pyflakes, so that it finds the same on every machine.
+ACTIONLINT := $(GO) tool -modfile=$(CURDIR)/hack/tools/actionlint/go.mod actionlint -shellcheck= -pyflakes=
 
 .PHONY: lint
-lint: ## go vet, golangci-lint (.golangci.yml) and a gofmt check of the three modules, the driver, test/ and test/e2e (with the build tags of the failpoint, the real-kernel tier and scheduler_perf); logcheck of the driver's contextual logging
+lint: ## go vet, golangci-lint (.golangci.yml) and a gofmt check of the three modules, the driver, test/ and test/e2e (with the build tags of the failpoint, the real-kernel tier and scheduler_perf); logcheck of the driver's contextual logging; actionlint of .github/workflows
 	$(GO) vet ./...
 	$(GO) vet -tags failpoint ./pkg/plugin/ ./cmd/rdma-dra-kubeletplugin/
 	cd test && $(GO) vet ./... && $(GO) vet -tags e2ekernel ./kernel && $(GO) vet -tags kernelvm ./kernel/invm && $(GO) vet -tags schedperf ./scale/schedperf
@@ -71,6 +74,7 @@ lint: ## go vet, golangci-lint (.golangci.yml) and a gofmt check of the three mo
 	cd test && $(GOLANGCI_LINT) run --config $(CURDIR)/.golangci.yml ./...
 	cd test/e2e && $(GOLANGCI_LINT) run --config $(CURDIR)/.golangci.yml ./...
 	$(LOGCHECK) -check-contextual -check-logger-constructor -check-value ./...
+	$(ACTIONLINT)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 .PHONY: fmt
