@@ -12,7 +12,3 @@ host-packages: ## install the Debian packages of test/cluster/host/packages.txt 
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 	  $$(awk '$$1 != "" && $$1 !~ /^#/ {print $$1}' $(HOST_PACKAGE_LISTS)) >/dev/null
-
-.PHONY: workflows-lint
-workflows-lint: ## actionlint over .github/workflows (part of make lint)
-	$(ACTIONLINT)
