@@ -21,8 +21,9 @@ func TestMessages(t *testing.T) {
 		return p
 	}
 	sriovFile := write("sriov.json", `{"resourceList":[{"resourceName":"vfs","isRdma":true,"selectors":{"vendors":["15b3"]}}]}`)
-	zz := write("zz.json", `{"configList":[{"resourceName":"hca","selectors":{"vendors":["zz"]}}]}`)
-	good := write("good.json", `{"configList":[{"resourceName":"hca","selectors":{"vendors":["15b3"]}}]}`)
+	zz := write("zz.json", `{"configList":[{"resourceName":"hca","rdmaHcaMax":100,"selectors":{"vendors":["zz"]}}]}`)
+	good := write("good.json", `{"configList":[{"resourceName":"hca","rdmaHcaMax":100,"selectors":{"vendors":["15b3"]}}]}`)
+	nodeOut := filepath.Join(work, "node-config.yaml")
 	onlyIB := write("only-ib.yaml", "include:\n- linkTypes: [InfiniBand]\n")
 	nothing := write("nothing.yaml", "include:\n- ibdevs: [none*]\n")
 	nonEmpty := t.TempDir()
@@ -81,11 +82,11 @@ func TestMessages(t *testing.T) {
 			stderr: "rdma-dra: " + nonEmpty + " is not empty: pass --force to replace its mock node (other files there are kept)\n"},
 		{name: "mock-node without flags", args: []string{"mock-node"}, code: 2,
 			stderr: "rdma-dra: --profile and --out are required (--list shows the profiles)\n"},
-		{name: "migrate widening", args: []string{"migrate", "--from-shared-dev-plugin", zz}, code: 2, stdoutNone: true,
+		{name: "migrate widening", args: []string{"migrate", "--from-shared-dev-plugin", zz, "--node-config-out", nodeOut}, code: 3, stdoutNone: true,
 			stderrHas: []string{
 				`error: configList[0] (hca): selectors.vendors: "zz" is not a PCI vendor ID of four hex digits; the plugin matched no device by it, so this entry selected nothing, while a pool without this selector selects every port (to accept, pass --allow-widening hca:vendors)` + "\n",
-				"rdma-dra: 1 problem above; no pools written\n"}},
-		{name: "migrate widening accepted", args: []string{"migrate", "--from-shared-dev-plugin", zz, "--allow-widening", "hca:vendors"}, code: 0,
+				"rdma-dra: 1 problem above, each a widening that --allow-widening or --allow-wider accepts by name; nothing written\n"}},
+		{name: "migrate widening accepted", args: []string{"migrate", "--from-shared-dev-plugin", zz, "--allow-widening", "hca:vendors", "--node-config-out", nodeOut}, code: 0,
 			stderrHas: []string{"note: WIDENED configList[0] (hca): selectors.vendors:"}, stdoutHas: []string{"name: hca\n"}},
 		{name: "migrate accepting a typo", args: []string{"migrate", "--from-shared-dev-plugin", zz, "--allow-widening", "hca:vendor"}, code: 2,
 			stderr: "rdma-dra: --allow-widening hca:vendor names no widening of this input; did you mean hca:vendors?\n"},
@@ -99,10 +100,10 @@ func TestMessages(t *testing.T) {
 			stderr: "rdma-dra: give exactly one of --from-shared-dev-plugin and --from-sriov-device-plugin\n"},
 		{name: "migrate missing file", args: []string{"migrate", "--from-shared-dev-plugin", filepath.Join(work, "none.json")}, code: 1,
 			stderr: "rdma-dra: read " + filepath.Join(work, "none.json") + ": open " + filepath.Join(work, "none.json") + ": no such file or directory\n"},
-		{name: "migrate prefix for the shared plugin", args: []string{"migrate", "--from-shared-dev-plugin", good, "--resource-prefix", "example.com"}, code: 0,
-			stderrHas: []string{"note: unit semantics"}, stdoutHas: []string{"extendedResourceName: example.com/hca\n"}},
+		{name: "migrate prefix for the shared plugin", args: []string{"migrate", "--from-shared-dev-plugin", good, "--resource-prefix", "example.com", "--node-config-out", nodeOut}, code: 0,
+			stderrHas: []string{"note: unit kept"}, stdoutHas: []string{"extendedResourceName: example.com/hca\n"}},
 		{name: "migrate prefix from env", args: []string{"migrate", "--from-sriov-device-plugin", sriovFile}, env: map[string]string{"RDMA_DRA_RESOURCE_PREFIX": "nvidia.com", "RESOURCE_PREFIX": "wrong.example"}, code: 0,
-			stderrHas: []string{"note: unit semantics"}, stdoutHas: []string{"extendedResourceName: nvidia.com/vfs\n"}},
+			stderrHas: []string{"note: unit kept"}, stdoutHas: []string{"extendedResourceName: nvidia.com/vfs\n"}},
 		{name: "env twins are prefixed", args: []string{"discover"}, env: map[string]string{"RDMA_DRA_SYSFS_ROOT": root, "RDMA_DRA_OUTPUT": "json", "OUTPUT": "out.txt"}, code: 0,
 			stdoutHas: []string{`"version": "rdma.dra.io/inventory/v1"`}},
 		{name: "version", args: []string{"version"}, code: 0, stdoutHas: []string{"rdma-dra "}},

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -31,13 +32,34 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
 }
 
-// clusterClient connects with the kubeconfig file; migrate reads, never writes.
-func clusterClient(kubeconfig string) (dynamic.Interface, error) {
+// kubeClients are migrate's clients of one cluster; it reads, never writes.
+type kubeClients struct {
+	dynamic dynamic.Interface
+	kube    kubernetes.Interface
+	// source names the cluster in messages: the kubeconfig file.
+	source string
+}
+
+// newKubeClients connects with the kubeconfig file (empty: as kubectl finds one). Tests
+// replace it with fake clients.
+var newKubeClients = func(kubeconfig string) (*kubeClients, error) {
 	cfg, err := restConfig(kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("load kubeconfig: %w", err)
 	}
-	return dynamic.NewForConfig(cfg)
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to the cluster: %w", err)
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to the cluster: %w", err)
+	}
+	source := kubeconfig
+	if source == "" {
+		source = "the default kubeconfig"
+	}
+	return &kubeClients{dynamic: dyn, kube: kube, source: source}, nil
 }
 
 // clusterObjects lists the cluster's DeviceClasses and RdmaPools as claimants. A cluster

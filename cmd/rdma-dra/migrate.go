@@ -4,46 +4,62 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/rdma-dra/rdma-dra-driver/internal/cliflags"
-	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/migrate"
 )
+
+// exitWider is migrate's exit status when every problem is a widening that
+// --allow-widening or --allow-wider can accept; any other problem makes it ExitUsage.
+const exitWider = 3
 
 // migrateConfig is what the migrate command needs.
 type migrateConfig struct {
 	sharedFile, sriovFile, resourcePrefix string
-	allowWidening                         []string
+	allowWidening, allowWider             []string
 	existingFile, chartValuesFile         string
 	kubeconfig                            string
 	previewRoot                           string
+	previewCluster                        bool
+	nodeSelector, driverName              string
+	valuesOut, nodeConfigOut              string
 }
 
 func migrateCommand() *cli.Command {
 	cfg := &migrateConfig{}
-	allow := &cli.StringSlice{}
+	allow, allowWider := &cli.StringSlice{}, &cli.StringSlice{}
 	return &cli.Command{
 		Name:  "migrate",
-		Usage: "print RdmaPools that replace a device plugin's resources; notes and problems go to stderr",
+		Usage: "print RdmaPools that replace a device plugin's resources, and write the node configuration they need; notes and problems go to stderr",
 		Description: "Reads a k8s-rdma-shared-dev-plugin or sriov-network-device-plugin config.json, a ConfigMap holding it\n" +
 			"under data.\"config.json\", or a NicClusterPolicy ('-' reads stdin), and prints one RdmaPool per resource that\n" +
-			"serves the same extended resource name. A pool never selects more than the entry did: whatever would widen\n" +
-			"the selection, and names already taken (the chart's default pools, --existing objects), are problems; then\n" +
-			"nothing is printed and the exit status is 2. --dry-run-against-node compares, port by port, what the plugin\n" +
-			"selected on a node and what the pools select.",
+			"serves the same extended resource name with the same unit: a legacy pool per shared-dev-plugin resource (its\n" +
+			"legacyResources entry goes to --values-out or --node-config-out), an exclusive pool per SR-IOV resource.\n" +
+			"A pool never selects more than the entry did: whatever would widen the selection, what the plugin itself\n" +
+			"refused, and names already taken are problems; then nothing is written, and the exit status is 3 when every\n" +
+			"problem is a widening a flag can accept, else 2. --dry-run-against-node compares, port by port, what the plugin\n" +
+			"selected on a node and what the pools select; --dry-run-against-cluster compares every node's advertised\n" +
+			"resources with the devices the driver publishes there.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "from-shared-dev-plugin", Usage: "k8s-rdma-shared-dev-plugin configuration `FILE`", EnvVars: []string{"FROM_SHARED_DEV_PLUGIN"}, Destination: &cfg.sharedFile, TakesFile: true},
 			&cli.StringFlag{Name: "from-sriov-device-plugin", Usage: "sriov-network-device-plugin configuration `FILE`; only isRdma resources are converted", EnvVars: []string{"FROM_SRIOV_DEVICE_PLUGIN"}, Destination: &cfg.sriovFile, TakesFile: true},
-			&cli.StringFlag{Name: "resource-prefix", Usage: "prefix of entries without resourcePrefix (the SR-IOV plugin's -resource-prefix)", DefaultText: "rdma for the shared-dev-plugin, intel.com for the SR-IOV plugin", EnvVars: []string{"RESOURCE_PREFIX"}, Destination: &cfg.resourcePrefix},
-			&cli.StringSliceFlag{Name: "allow-widening", Usage: "accept one widening a problem names, as `RESOURCE:FIELD` (repeat for each)", EnvVars: []string{"ALLOW_WIDENING"}, Destination: allow},
+			&cli.StringFlag{Name: "resource-prefix", Usage: "prefix of entries without resourcePrefix (the SR-IOV plugin's --resource-prefix)", DefaultText: "rdma for the shared-dev-plugin, intel.com for the SR-IOV plugin, also in a NicClusterPolicy", EnvVars: []string{"RESOURCE_PREFIX"}, Destination: &cfg.resourcePrefix},
+			&cli.StringSliceFlag{Name: "allow-widening", Usage: "accept one widening of the conversion a problem names, as `RESOURCE:FIELD` (repeat for each)", EnvVars: []string{"ALLOW_WIDENING"}, Destination: allow},
+			&cli.StringSliceFlag{Name: "allow-wider", Usage: "accept that a dry run finds the pool of extended resource `NAME` serving more than the device plugin did (repeat for each)", EnvVars: []string{"ALLOW_WIDER"}, Destination: allowWider},
+			&cli.StringFlag{Name: "values-out", Usage: "write the chart's values with nodeConfig.legacyResources merged in (over --chart-values) to `FILE`", EnvVars: []string{"VALUES_OUT"}, Destination: &cfg.valuesOut, TakesFile: true},
+			&cli.StringFlag{Name: "node-config-out", Usage: "write a complete node configuration file with the legacyResources (over --chart-values' nodeConfig) to `FILE`, for static installs", EnvVars: []string{"NODE_CONFIG_OUT"}, Destination: &cfg.nodeConfigOut, TakesFile: true},
 			&cli.StringFlag{Name: "existing", Usage: "`FILE` of the cluster's DeviceClasses and RdmaPools (kubectl get deviceclasses,rdmapools -o yaml), checked for names the pools would collide with", EnvVars: []string{"EXISTING"}, Destination: &cfg.existingFile, TakesFile: true},
 			&cli.StringFlag{Name: "kubeconfig", Usage: "read the cluster's DeviceClasses and RdmaPools with this kubeconfig `FILE`, like --existing (read only)", EnvVars: []string{"KUBECONFIG"}, Destination: &cfg.kubeconfig, TakesFile: true},
-			&cli.StringFlag{Name: "chart-values", Usage: "the values `FILE` the chart is installed with, for its pools' names", DefaultText: "the chart's defaults", EnvVars: []string{"CHART_VALUES"}, Destination: &cfg.chartValuesFile, TakesFile: true},
+			&cli.StringFlag{Name: "chart-values", Usage: "the values `FILE` the chart is installed with, for its pools' names and its nodeConfig", DefaultText: "the chart's defaults", EnvVars: []string{"CHART_VALUES"}, Destination: &cfg.chartValuesFile, TakesFile: true},
 			&cli.StringFlag{Name: "dry-run-against-node", Usage: "instead of the pools, print per port of the node below this sysfs `ROOT` what the plugin selected and what the pools select", EnvVars: []string{"DRY_RUN_AGAINST_NODE"}, Destination: &cfg.previewRoot, TakesFile: true},
+			&cli.BoolFlag{Name: "dry-run-against-cluster", Usage: "instead of the pools, print per node (--kubeconfig, read only) what the device plugin advertises and what the pools would serve from the driver's ResourceSlices", EnvVars: []string{"DRY_RUN_AGAINST_CLUSTER"}, Destination: &cfg.previewCluster},
+			&cli.StringFlag{Name: "node-selector", Usage: "with --dry-run-against-cluster, compare only the nodes with these labels (`SELECTOR`, as kubectl -l)", EnvVars: []string{"NODE_SELECTOR"}, Destination: &cfg.nodeSelector},
+			&cli.StringFlag{Name: "driver", Usage: "with --dry-run-against-cluster, the DRA driver name its ResourceSlices carry", Value: devicemodel.DefaultDriverName, EnvVars: []string{"DRIVER_NAME"}, Destination: &cfg.driverName},
 		},
 		Action: func(c *cli.Context) error {
 			if err := cliflags.NoArgs(c, func(arg string) string {
@@ -54,7 +70,7 @@ func migrateCommand() *cli.Command {
 			}); err != nil {
 				return err
 			}
-			cfg.allowWidening = allow.Value()
+			cfg.allowWidening, cfg.allowWider = allow.Value(), allowWider.Value()
 			return runMigrate(c, cfg)
 		},
 	}
@@ -67,21 +83,42 @@ func readInput(name string, stdin io.Reader) ([]byte, error) {
 	return os.ReadFile(name)
 }
 
-// runMigrate converts one file and writes pools (or the preview) to stdout and notes
-// and problems to stderr.
-func runMigrate(c *cli.Context, cfg *migrateConfig) error {
+// check refuses flags that do not go together.
+func (cfg *migrateConfig) check() error {
 	if (cfg.sharedFile == "") == (cfg.sriovFile == "") {
 		return cliflags.Usagef("give exactly one of %s and %s", migrate.FlagShared, migrate.FlagSRIOV)
 	}
-	file := cfg.sharedFile + cfg.sriovFile
-	if file == "-" && cfg.existingFile == "-" {
+	if cfg.sharedFile+cfg.sriovFile == "-" && cfg.existingFile == "-" {
 		return cliflags.Usagef("only one of the input and --existing can be read from stdin")
 	}
+	dryRun := cfg.previewRoot != "" || cfg.previewCluster
+	switch {
+	case cfg.previewRoot != "" && cfg.previewCluster:
+		return cliflags.Usagef("give one of --dry-run-against-node and --dry-run-against-cluster")
+	case dryRun && (cfg.valuesOut != "" || cfg.nodeConfigOut != ""):
+		return cliflags.Usagef("a dry run writes nothing: --values-out and --node-config-out go with a run without --dry-run-against-*")
+	case !dryRun && len(cfg.allowWider) > 0:
+		return cliflags.Usagef("--allow-wider accepts what a dry run finds: give --dry-run-against-node or --dry-run-against-cluster")
+	case !cfg.previewCluster && cfg.nodeSelector != "":
+		return cliflags.Usagef("--node-selector goes with --dry-run-against-cluster")
+	case !cfg.previewCluster && cfg.driverName != devicemodel.DefaultDriverName:
+		return cliflags.Usagef("--driver goes with --dry-run-against-cluster")
+	}
+	return nil
+}
+
+// runMigrate converts one file and writes pools (or the preview) to stdout, the node
+// side to --values-out and --node-config-out, and notes and problems to stderr.
+func runMigrate(c *cli.Context, cfg *migrateConfig) error {
+	if err := cfg.check(); err != nil {
+		return err
+	}
+	file := cfg.sharedFile + cfg.sriovFile
 	data, err := readInput(file, c.App.Reader)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", file, err)
 	}
-	opts := migrate.Options{ResourcePrefix: cfg.resourcePrefix, AllowWidening: cfg.allowWidening}
+	opts := migrate.Options{ResourcePrefix: cfg.resourcePrefix, InputName: file, AllowWidening: cfg.allowWidening, AllowWider: cfg.allowWider}
 	var res *migrate.Result
 	if cfg.sharedFile != "" {
 		res, err = migrate.FromSharedDevicePlugin(data, opts)
@@ -91,13 +128,13 @@ func runMigrate(c *cli.Context, cfg *migrateConfig) error {
 	if err != nil {
 		return cliflags.Usagef("%s: %v", file, err)
 	}
+	var values []byte
 	claimants := migrate.ChartDefaultPools()
 	if cfg.chartValuesFile != "" {
-		data, err := os.ReadFile(cfg.chartValuesFile)
-		if err != nil {
+		if values, err = os.ReadFile(cfg.chartValuesFile); err != nil {
 			return fmt.Errorf("read chart values: %w", err)
 		}
-		if claimants, err = migrate.ChartPools(data, cfg.chartValuesFile); err != nil {
+		if claimants, err = migrate.ChartPools(values, cfg.chartValuesFile); err != nil {
 			return cliflags.Usagef("%v", err)
 		}
 	}
@@ -112,165 +149,137 @@ func runMigrate(c *cli.Context, cfg *migrateConfig) error {
 		}
 		claimants = append(claimants, existing...)
 	}
-	if cfg.kubeconfig != "" {
-		client, err := clusterClient(cfg.kubeconfig)
-		if err != nil {
+	var clients *kubeClients
+	if cfg.kubeconfig != "" || cfg.previewCluster {
+		if clients, err = newKubeClients(cfg.kubeconfig); err != nil {
 			return err
 		}
-		existing, err := clusterObjects(c.Context, client, "the cluster of "+cfg.kubeconfig)
+		existing, err := clusterObjects(c.Context, clients.dynamic, "the cluster of "+clients.source)
 		if err != nil {
 			return err
 		}
 		claimants = append(claimants, existing...)
 	}
 	res.CheckConflicts(claimants)
-	if err := unaccepted(opts.AllowWidening, res); err != nil {
+	if err := unaccepted(migrate.FlagAllowWidening, opts.AllowWidening, res); err != nil {
 		return err
 	}
 
-	if cfg.previewRoot != "" {
-		if err := writePreview(c, cfg.previewRoot, res); err != nil {
+	var out []byte
+	var files []outFile
+	switch {
+	case cfg.previewRoot != "":
+		if err := writeNodePreview(c, cfg.previewRoot, res, values, opts); err != nil {
 			return err
 		}
-	} else if len(res.Problems) == 0 {
-		out, err := migrate.WriteYAML(res.Pools)
-		if err != nil {
+	case cfg.previewCluster:
+		if err := writeClusterPreview(c, clients, cfg, res, opts); err != nil {
 			return err
 		}
-		if _, err := c.App.Writer.Write(out); err != nil {
-			return err
+	default:
+		res.CheckNodeSide(cfg.valuesOut != "" || cfg.nodeConfigOut != "")
+		if len(res.Problems) == 0 {
+			if out, err = migrate.WriteYAML(res.Pools); err != nil {
+				return err
+			}
+			if files, err = nodeSide(cfg, values, res); err != nil {
+				return err
+			}
 		}
+	}
+	if err := unaccepted(migrate.FlagAllowWider, opts.AllowWider, res); err != nil {
+		return err
 	}
 	for _, n := range res.Notes {
 		fmt.Fprintln(c.App.ErrWriter, "note:", n)
 	}
 	if len(res.Problems) > 0 {
-		for _, p := range res.Problems {
-			fmt.Fprintln(c.App.ErrWriter, "error:", p)
-		}
-		what := "no pools written"
-		if cfg.previewRoot != "" {
-			what = "the preview shows the pools as they would be with every widening accepted"
-		}
-		noun := "problems"
-		if len(res.Problems) == 1 {
-			noun = "problem"
-		}
-		return cliflags.Usagef("%d %s above; %s", len(res.Problems), noun, what)
+		return problemsError(c, cfg, res.Problems)
 	}
-	return nil
+	// Files first: when one cannot be written, no pools reach stdout.
+	for _, f := range files {
+		if err := os.WriteFile(f.name, f.data, 0o644); err != nil {
+			return fmt.Errorf("write %s: %w", f.name, err)
+		}
+	}
+	_, err = c.App.Writer.Write(out)
+	return err
 }
 
-// unaccepted refuses --allow-widening values that name no widening: a typo there would
-// otherwise accept nothing without a word.
-func unaccepted(allowed []string, res *migrate.Result) error {
+// outFile is a file migrate writes once there is no problem.
+type outFile struct {
+	name string
+	data []byte
+}
+
+// nodeSide renders the node side of the legacy pools for --values-out and
+// --node-config-out, over the chart values.
+func nodeSide(cfg *migrateConfig, values []byte, res *migrate.Result) ([]outFile, error) {
+	var files []outFile
+	if cfg.valuesOut != "" {
+		data, err := migrate.Values(values, res.LegacyResources)
+		if err != nil {
+			return nil, cliflags.Usagef("%s: %v", cfg.chartValuesFile, err)
+		}
+		files = append(files, outFile{cfg.valuesOut, data})
+	}
+	if cfg.nodeConfigOut != "" {
+		data, err := migrate.NodeConfig(values, res.LegacyResources)
+		if err != nil {
+			return nil, cliflags.Usagef("%s: %v", cfg.chartValuesFile, err)
+		}
+		files = append(files, outFile{cfg.nodeConfigOut, data})
+	}
+	return files, nil
+}
+
+// problemsError prints the problems and returns the error whose status says what they
+// are: exitWider when every one is a widening a flag can accept, else ExitUsage.
+func problemsError(c *cli.Context, cfg *migrateConfig, problems []migrate.Problem) error {
+	for _, p := range problems {
+		fmt.Fprintln(c.App.ErrWriter, "error:", p)
+	}
+	what := "nothing written"
+	if cfg.previewRoot != "" || cfg.previewCluster {
+		what = "the preview shows the pools as they would be with every widening of the conversion accepted"
+	}
+	noun := "problems"
+	if len(problems) == 1 {
+		noun = "problem"
+	}
+	if !slices.ContainsFunc(problems, func(p migrate.Problem) bool { return !p.Widens() }) {
+		return &cliflags.StatusError{Status: exitWider, Err: fmt.Errorf("%d %s above, each a widening that %s or %s accepts by name; %s",
+			len(problems), noun, migrate.FlagAllowWidening, migrate.FlagAllowWider, what)}
+	}
+	return cliflags.Usagef("%d %s above; %s", len(problems), noun, what)
+}
+
+// unaccepted refuses values of flag (--allow-widening, --allow-wider) that accept no
+// widening: a typo there would otherwise accept nothing without a word.
+func unaccepted(flag string, allowed []string, res *migrate.Result) error {
 	var keys []string
 	for _, p := range res.Problems {
-		keys = append(keys, p.WideningKey)
+		if p.Widens() && (p.Flag == flag || (p.Flag == "" && flag == migrate.FlagAllowWidening)) {
+			keys = append(keys, p.WideningKey)
+		}
 	}
 	keys = append(keys, res.Accepted...)
 	for _, a := range allowed {
-		found := false
-		for _, k := range keys {
-			found = found || k == a
-		}
-		if !found {
-			msg := fmt.Sprintf("--allow-widening %s names no widening of this input", a)
-			if s := cliflags.Nearest(a, keys); s != "" {
+		if !slices.Contains(keys, a) {
+			msg := fmt.Sprintf("%s %s names no widening of this input", flag, a)
+			if flag == migrate.FlagAllowWider {
+				var names []string
+				for _, e := range res.Entries {
+					names = append(names, e.Resource)
+				}
+				keys = append(keys, names...)
+				msg = fmt.Sprintf("%s %s names no widening the dry run found", flag, a)
+			}
+			if s := cliflags.Nearest(a, keys); s != "" && s != a {
 				msg += fmt.Sprintf("; did you mean %s?", s)
 			}
-			return cliflags.Usagef("%s", msg)
+			return cliflags.Usagef("%s", strings.TrimSpace(msg))
 		}
 	}
 	return nil
-}
-
-// writePreview prints, per port of the node, OLD/NEW per resource.
-func writePreview(c *cli.Context, root string, res *migrate.Result) error {
-	inv, err := discoverAt(c, root)
-	if err != nil {
-		return err
-	}
-	rows, err := migrate.Preview(c.Context, res, inv, migrate.SysfsPCIFacts(root))
-	if err != nil {
-		return fmt.Errorf("preview: %w", err)
-	}
-	sortRows(rows)
-	w := c.App.Writer
-	fmt.Fprintf(w, "node: %s   ports: %d   cells: device plugin/pool; UPPER CASE where they differ\n", root, len(inv.Ports))
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	head := "PORT\tNETDEV\tLINK\tPCI"
-	for _, e := range res.Entries {
-		head += "\t" + e.Resource
-	}
-	fmt.Fprintln(tw, head)
-	type count struct {
-		old, new, unknown int
-		wider, narrower   []string
-	}
-	counts := make([]count, len(res.Entries))
-	for _, r := range rows {
-		p := r.Port
-		line := fmt.Sprintf("%s/%d\t%s\t%s\t%s", p.IBDev, p.Port, orDash(p.Netdev), orDash(p.LinkLayer), orDash(p.PCIBusID))
-		for i := range res.Entries {
-			line += "\t" + previewCell(r.Old[i], r.New[i])
-			name := fmt.Sprintf("%s/%d", p.IBDev, p.Port)
-			switch {
-			case r.Old[i] == migrate.Unknown:
-				counts[i].unknown++
-			case r.Old[i] == migrate.Yes && !r.New[i]:
-				counts[i].narrower = append(counts[i].narrower, name)
-			case r.Old[i] == migrate.No && r.New[i]:
-				counts[i].wider = append(counts[i].wider, name)
-			}
-			if r.Old[i] == migrate.Yes {
-				counts[i].old++
-			}
-			if r.New[i] {
-				counts[i].new++
-			}
-		}
-		fmt.Fprintln(tw, line)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	for i, e := range res.Entries {
-		n := counts[i]
-		verdict := "same ports"
-		switch {
-		case len(n.wider) > 0:
-			verdict = "WIDER: only the pool selects " + strings.Join(n.wider, ", ")
-			warnf(c, "pool %s selects ports the device plugin did not: %s", e.Pool, strings.Join(n.wider, ", "))
-		case n.unknown > 0:
-			verdict = fmt.Sprintf("%d port(s) unknown: the entry uses selectors without equivalent", n.unknown)
-		case len(n.narrower) > 0:
-			verdict = "narrower: only the device plugin selected " + strings.Join(n.narrower, ", ")
-		}
-		fmt.Fprintf(w, "%s (pool %s): device plugin %d, pool %d: %s\n", e.Resource, e.Pool, n.old, n.new, verdict)
-	}
-	return nil
-}
-
-func previewCell(old migrate.Verdict, new bool) string {
-	o := map[migrate.Verdict]string{migrate.Yes: "yes", migrate.No: "no", migrate.Unknown: "?"}[old]
-	n := "no"
-	if new {
-		n = "yes"
-	}
-	if (old == migrate.Yes) != new && old != migrate.Unknown {
-		return strings.ToUpper(o + "/" + n)
-	}
-	return o + "/" + n
-}
-
-// discoverAt scans the node below root and warns about a root that is no sysfs tree.
-func discoverAt(c *cli.Context, root string) (*discovery.Inventory, error) {
-	d := discovery.New(discovery.Options{SysfsRoot: root, UseNetlink: isLiveRoot(root)})
-	inv, err := d.Discover(c.Context)
-	if err != nil {
-		return nil, err
-	}
-	warnEmptyRoot(c, root, inv)
-	return inv, nil
 }

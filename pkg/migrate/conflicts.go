@@ -8,8 +8,12 @@ import (
 	"io"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	v1alpha1 "github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/controller"
 )
 
 // Claimant is an object that holds a name a migrated pool needs: a pool of the chart,
@@ -25,6 +29,10 @@ type Claimant struct {
 	Source string
 	// ChartKey is the chart value that sets ExtendedResourceName, for chart pools.
 	ChartKey string
+	// Managed is true for a DeviceClass the controller keeps for the RdmaPool of its
+	// name: it has the controller's managed-by label and a controller reference to
+	// that pool, as the controller itself checks before it touches a class.
+	Managed bool
 }
 
 // ChartSource is Claimant.Source of the chart's default pools.
@@ -36,6 +44,7 @@ type chartPools struct {
 	Pools struct {
 		Shared    *chartPool  `json:"shared"`
 		Exclusive *chartPool  `json:"exclusive"`
+		Legacy    *chartPool  `json:"legacy"`
 		Extra     []chartPool `json:"extra"`
 	} `json:"pools"`
 }
@@ -52,6 +61,15 @@ func ChartDefaultPools() []Claimant {
 		{Kind: "RdmaPool", Name: "rdma-shared", Source: ChartSource, ChartKey: "pools.shared.extendedResourceName"},
 		{Kind: "RdmaPool", Name: "rdma-exclusive", Source: ChartSource, ChartKey: "pools.exclusive.extendedResourceName"},
 	}
+}
+
+// chartLegacyKey is the chart value that turns pools.legacy off.
+const chartLegacyKey = "pools.legacy.enabled"
+
+// chartLegacyPool is the chart's legacy pool as its defaults make it when
+// pools.legacy.enabled is true; off by default, so not in ChartDefaultPools.
+func chartLegacyPool() Claimant {
+	return Claimant{Kind: "RdmaPool", Name: "hca-shared-devices-a", ExtendedResourceName: "rdma/hca_shared_devices_a", Source: ChartSource, ChartKey: chartLegacyKey}
 }
 
 // ChartPools returns the pools the chart installs with the values in data (a values
@@ -75,6 +93,17 @@ func ChartPools(data []byte, source string) ([]Claimant, error) {
 			if p.ExtendedResourceName != nil {
 				c.ExtendedResourceName = *p.ExtendedResourceName
 			}
+		}
+		c.Source = source
+		out = append(out, c)
+	}
+	if p := v.Pools.Legacy; p != nil && p.Enabled != nil && *p.Enabled {
+		c := chartLegacyPool()
+		if p.Name != nil {
+			c.Name = *p.Name
+		}
+		if p.ExtendedResourceName != nil {
+			c.ExtendedResourceName = *p.ExtendedResourceName
 		}
 		c.Source = source
 		out = append(out, c)
@@ -118,7 +147,9 @@ func claimants(obj map[string]json.RawMessage, source string) ([]Claimant, error
 	var head struct {
 		Kind     string `json:"kind"`
 		Metadata struct {
-			Name string `json:"name"`
+			Name            string                  `json:"name"`
+			Labels          map[string]string       `json:"labels"`
+			OwnerReferences []metav1.OwnerReference `json:"ownerReferences"`
 		} `json:"metadata"`
 		Spec struct {
 			ExtendedResourceName *string `json:"extendedResourceName"`
@@ -142,6 +173,12 @@ func claimants(obj map[string]json.RawMessage, source string) ([]Claimant, error
 		return out, nil
 	case head.Kind == "RdmaPool" || head.Kind == "DeviceClass":
 		c := Claimant{Kind: head.Kind, Name: head.Metadata.Name, Source: source}
+		if head.Kind == "DeviceClass" && head.Metadata.Labels[controller.ManagedByLabel] == controller.ManagedByValue {
+			for _, ref := range head.Metadata.OwnerReferences {
+				c.Managed = c.Managed || (ref.Controller != nil && *ref.Controller && ref.Kind == v1alpha1.RdmaPoolKind &&
+					ref.Name == c.Name && ref.APIVersion == v1alpha1.SchemeGroupVersion.String())
+			}
+		}
 		if head.Spec.ExtendedResourceName != nil {
 			c.ExtendedResourceName = *head.Spec.ExtendedResourceName
 		}
@@ -161,14 +198,22 @@ func (r *Result) CheckConflicts(claimants []Claimant) {
 			ern = *p.Spec.ExtendedResourceName
 		}
 		for _, c := range claimants {
-			// The pool's own DeviceClass (same name, same resource) is the migration
-			// having been applied before: no conflict.
-			if c.Kind == "DeviceClass" && c.Name == p.Name && c.ExtendedResourceName == ern {
+			// The pool's own DeviceClass (same name, same resource, kept by the
+			// controller for a pool of that name) is the migration having been applied
+			// before: no conflict. A class of that name and resource made by anyone else
+			// keeps both: the controller does not touch a class it does not own.
+			if c.Kind == "DeviceClass" && c.Name == p.Name && c.ExtendedResourceName == ern && c.Managed {
 				continue
 			}
 			switch {
+			case c.Name == p.Name && c.Kind == "RdmaPool" && c.ChartKey != "":
+				r.problem("pool "+p.Name, "metadata.name", "", "the chart installs an RdmaPool of that name (%s), and helm and kubectl apply would take turns replacing it; %s", c.Source, c.advice())
 			case c.Name == p.Name && c.Kind == "RdmaPool":
 				r.problem("pool "+p.Name, "metadata.name", "", "an RdmaPool of that name exists (%s); kubectl apply would replace it: rename one of them", c.Source)
+			case c.Name == p.Name && c.Kind == "DeviceClass" && c.ExtendedResourceName == ern:
+				r.problem("pool "+p.Name, "metadata.name", "", "a DeviceClass of that name serving %s exists (%s) and the controller did not make it: "+
+					"the controller would leave it alone and the pool would have no class, while pods asking for %s keep being served from that class's devices; "+
+					"delete the class (kubectl delete deviceclass %s) or rename the pool", ern, c.Source, ern, c.Name)
 			case c.Name == p.Name && c.Kind == "DeviceClass":
 				r.problem("pool "+p.Name, "metadata.name", "", "a DeviceClass of that name exists (%s) and the pool's DeviceClass would take its name: rename the pool or delete the class", c.Source)
 			case ern != "" && c.ExtendedResourceName == ern:
@@ -182,6 +227,8 @@ func (r *Result) CheckConflicts(claimants []Claimant) {
 // advice says how to free the name from c.
 func (c Claimant) advice() string {
 	switch {
+	case c.ChartKey == chartLegacyKey:
+		return fmt.Sprintf("install or upgrade the chart with --set %s=false (the migrated pools take its place) and tell migrate with --chart-values (a values file holding the same)", c.ChartKey)
 	case c.ChartKey != "":
 		return fmt.Sprintf("install or upgrade the chart with --set %s=\"\" and tell migrate with --chart-values (a values file holding the same)", c.ChartKey)
 	case c.Kind == "RdmaPool":

@@ -56,7 +56,7 @@ func TestInvalidPoolsAreProblems(t *testing.T) {
 		input   string
 	}{
 		{"shared-dev-plugin", FromSharedDevicePlugin,
-			`{"configList":[{"resourceName":" ","selectors":{"vendors":["15b3"]}},{"resourceName":"good","selectors":{"vendors":["15b3"]}}]}`},
+			`{"configList":[{"resourceName":" ","rdmaHcaMax":1,"selectors":{"vendors":["15b3"]}},{"resourceName":"good","rdmaHcaMax":1,"selectors":{"vendors":["15b3"]}}]}`},
 		{"sriov", FromSRIOVDevicePlugin,
 			`{"resourceList":[{"resourceName":"bad name","isRdma":true,"selectors":{"vendors":["15b3"]}},{"resourceName":"good","isRdma":true,"selectors":{"vendors":["15b3"]}}]}`},
 	} {

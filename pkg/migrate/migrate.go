@@ -1,22 +1,28 @@
 // Package migrate converts the configuration of the device plugins this driver
 // replaces (k8s-rdma-shared-dev-plugin, sriov-network-device-plugin with isRdma) into
-// RdmaPools, and says what does not carry over.
+// RdmaPools and the node configuration they need, and proves the result against a node
+// or a cluster before anyone switches.
 //
 // Invariant: a pool never selects a port the plugin's entry did not select, unless the
-// user accepted that widening by name (Options.AllowWidening). Anything that cannot be
-// expressed exactly and would widen the selection (an invalid selector value, a
-// narrowing selector without equivalent, a selector field this package does not know)
-// is a Problem naming the entry and the field; narrowing differences are notes.
+// user accepted that widening by name (Options.AllowWidening, Options.AllowWider).
+// Anything that cannot be expressed exactly and would widen the selection (an invalid
+// selector value, a narrowing selector without equivalent, a selector field this
+// package does not know) is a Problem naming the entry and the field. So is whatever the
+// plugin itself refused or that would change what pods get (a duplicate resource name,
+// an rdmaHcaMax without units). Notes are kept for what cannot surprise.
+//
+// The unit is kept: a k8s-rdma-shared-dev-plugin resource becomes a legacy pool and a
+// node configuration legacyResources entry (one unit, every port the entry selects on
+// the node, rdmaHcaMax pods at once); an SR-IOV resource becomes an exclusive pool (one
+// unit, one device).
 package migrate
 
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,23 +30,37 @@ import (
 
 	v1alpha1 "github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
 	"github.com/rdma-dra/rdma-dra-driver/internal/selectorcheck"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
 )
 
 // Options tune a conversion.
 type Options struct {
 	// ResourcePrefix is the prefix of entries without resourcePrefix; empty means the
-	// plugin's own default (SharedDevicePluginPrefix or SRIOVDevicePluginPrefix).
+	// plugin's own default (SharedDevicePluginPrefix or SRIOVDevicePluginPrefix, which
+	// is also what the Network Operator runs the SR-IOV plugin with).
 	ResourcePrefix string
+	// InputName is the input's file name; a name ending .json is read as JSON only,
+	// .yaml or .yml as YAML, anything else (stdin) as JSON when it starts with { or [.
+	InputName string
 	// AllowWidening accepts named widenings, each "<resourceName>:<field>" as a Problem's
 	// WideningKey spells it. Each accepted widening becomes a note starting "WIDENED".
 	AllowWidening []string
+	// AllowWider accepts the widenings a dry run finds, per extended resource name
+	// (rdma/hca_shared_devices_a): the pool selects more on a node than the plugin did.
+	AllowWider []string
 }
 
 func (o Options) allows(key string) bool { return slices.Contains(o.AllowWidening, key) }
 
+// The flags that accept a widening, named in the problems.
+const (
+	FlagAllowWidening = "--allow-widening"
+	FlagAllowWider    = "--allow-wider"
+)
+
 // Problem is something the conversion cannot do without changing what the entry
 // selected, or a conflict with what already exists. The CLI prints every problem and
-// exits with status 2; nothing is written to stdout.
+// exits non-zero; nothing is written.
 type Problem struct {
 	// Entry names the input entry: configList[0] (hca_shared_devices_a).
 	Entry string
@@ -48,9 +68,21 @@ type Problem struct {
 	Field string
 	// Message says what is wrong and what to do.
 	Message string
-	// WideningKey is the value of --allow-widening that accepts this problem; empty
-	// when no flag can accept it.
+	// WideningKey is the value of Flag that accepts this problem, which is then a
+	// widening; empty when no flag can accept it.
 	WideningKey string
+	// Flag is the flag that takes WideningKey: FlagAllowWidening when empty.
+	Flag string
+}
+
+// Widens reports whether the problem is a widening the user may accept by name.
+func (p Problem) Widens() bool { return p.WideningKey != "" }
+
+func (p Problem) flag() string {
+	if p.Flag == "" {
+		return FlagAllowWidening
+	}
+	return p.Flag
 }
 
 // String is the one-line form the CLI prints.
@@ -61,7 +93,7 @@ func (p Problem) String() string {
 	}
 	s += ": " + p.Message
 	if p.WideningKey != "" {
-		s += fmt.Sprintf(" (to accept, pass --allow-widening %s)", p.WideningKey)
+		s += fmt.Sprintf(" (to accept, pass %s %s)", p.flag(), p.WideningKey)
 	}
 	return s
 }
@@ -69,6 +101,9 @@ func (p Problem) String() string {
 // Result is the pools a configuration becomes and what the user must know about them.
 type Result struct {
 	Pools []v1alpha1.RdmaPool
+	// LegacyResources are the node configuration's entries the legacy pools need, one
+	// per legacy pool, of the same name.
+	LegacyResources []nodeconfig.LegacyResource
 	// Notes are the differences, one sentence each, in input order.
 	Notes []string
 	// Problems are the widenings not accepted and the conflicts; the pools must not be
@@ -76,7 +111,8 @@ type Result struct {
 	Problems []Problem
 	// Entries are the converted entries with the plugin's own selection, for Preview.
 	Entries []Entry
-	// Accepted are the widening keys of Options.AllowWidening that accepted a widening.
+	// Accepted are the widening keys of Options.AllowWidening and Options.AllowWider that
+	// accepted a widening.
 	Accepted []string
 }
 
@@ -89,9 +125,16 @@ type Entry struct {
 	Resource string
 	// Pool is the RdmaPool's name; empty when the entry produced no pool.
 	Pool string
+	// MaxPods is the entry's rdmaHcaMax: how many units the plugin advertised per node
+	// (k8s-rdma-shared-dev-plugin only).
+	MaxPods int
 	// Sets are the plugin's selector sets; a device matching any set is selected.
 	Sets []PluginSelector
 }
+
+// Legacy reports whether the entry's pool is a legacy pool: one unit is every port the
+// entry selects on the node.
+func (e Entry) Legacy() bool { return e.Plugin == PluginShared }
 
 // The plugins Entry.Plugin names.
 const (
@@ -130,149 +173,37 @@ func (r *Result) widen(opts Options, entry, resourceName, field, what, accepted 
 	key := resourceName + ":" + strings.TrimPrefix(field, "selectors.")
 	if opts.allows(key) {
 		r.Accepted = append(r.Accepted, key)
-		r.note("WIDENED %s: %s: %s; accepted by --allow-widening %s: %s", entry, field, what, key, accepted)
+		r.note("WIDENED %s: %s: %s; accepted by %s %s: %s", entry, field, what, FlagAllowWidening, key, accepted)
 		return
 	}
 	r.problem(entry, field, key, "%s", what)
 }
 
-// configJSON finds the plugin's config.json in data: the file itself (JSON or YAML), a
-// ConfigMap that holds it under data."config.json", or a NicClusterPolicy (NVIDIA
-// Network Operator) that holds it as a string in spec.<section>.config. other is the
-// other plugin's section, named in the hint when only that one is there.
-func configJSON(data []byte, section, other, otherFlag string) ([]byte, string, error) {
-	jsonData, err := yaml.YAMLToJSON(data)
-	if err != nil {
-		return nil, "", fmt.Errorf("parse input: %w", err)
-	}
-	var doc map[string]json.RawMessage
-	if err := json.Unmarshal(jsonData, &doc); err != nil || doc == nil {
-		return nil, "", fmt.Errorf("parse input: want a JSON or YAML object (the plugin's config.json, a ConfigMap or a NicClusterPolicy), got %s", jsonKind(jsonData))
-	}
-	var kind string
-	if raw, ok := doc["kind"]; ok {
-		if err := json.Unmarshal(raw, &kind); err != nil {
-			return nil, "", errors.New("parse input: kind is not a string")
-		}
-	}
-	switch kind {
-	case "ConfigMap":
-		var cm struct {
-			Data map[string]string `json:"data"`
-		}
-		if err := json.Unmarshal(jsonData, &cm); err != nil {
-			return nil, "", errors.New(`parse input: ConfigMap data must map names to strings`)
-		}
-		cfg, ok := cm.Data["config.json"]
-		if !ok {
-			return nil, "", errors.New(`ConfigMap has no data."config.json"`)
-		}
-		return []byte(cfg), "ConfigMap data.\"config.json\"", nil
-	case "NicClusterPolicy":
-		var ncp struct {
-			Spec map[string]json.RawMessage `json:"spec"`
-		}
-		if err := json.Unmarshal(jsonData, &ncp); err != nil {
-			return nil, "", errors.New("parse input: NicClusterPolicy spec is not an object")
-		}
-		cfg, ok := sectionConfig(ncp.Spec[section])
-		if !ok {
-			if _, has := sectionConfig(ncp.Spec[other]); has {
-				return nil, "", fmt.Errorf("NicClusterPolicy has no spec.%s.config but has spec.%s.config: use %s", section, other, otherFlag)
-			}
-			return nil, "", fmt.Errorf("NicClusterPolicy has no spec.%s.config", section)
-		}
-		return []byte(cfg), "NicClusterPolicy spec." + section + ".config", nil
-	case "":
-		return jsonData, "config file", nil
-	}
-	return nil, "", fmt.Errorf("input is a %s; want the plugin's config.json, a ConfigMap holding it or a NicClusterPolicy", kind)
-}
-
-func sectionConfig(raw json.RawMessage) (string, bool) {
-	var s struct {
-		Config *string `json:"config"`
-	}
-	if len(raw) == 0 || json.Unmarshal(raw, &s) != nil || s.Config == nil {
-		return "", false
-	}
-	return *s.Config, true
-}
-
-// jsonKind names the JSON type of data for messages: never a Go type.
-func jsonKind(data []byte) string {
-	t := strings.TrimSpace(string(data))
-	switch {
-	case t == "" || t == "null":
-		return "nothing"
-	case strings.HasPrefix(t, "["):
-		return "a list"
-	case strings.HasPrefix(t, `"`):
-		return "a string"
-	case t == "true" || t == "false":
-		return "a boolean"
-	}
-	return "a number"
-}
-
-// objectKeys returns the keys of a JSON object; ok is false if raw is not an object.
-func objectKeys(raw []byte) (keys []string, ok bool) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
-		return nil, false
-	}
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys, true
-}
-
-// unknownKeys returns the keys of the object raw that are not in known, sorted.
-func unknownKeys(raw []byte, known ...string) []string {
-	keys, _ := objectKeys(raw)
-	var out []string
-	for _, k := range keys {
-		if !slices.Contains(known, k) {
-			out = append(out, k)
-		}
-	}
-	return out
-}
-
-// decodeField decodes JSON into v with a message that names the place and the JSON
-// type, not a Go type.
-func decode(raw []byte, v any, where string) error {
-	if err := json.Unmarshal(raw, v); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			field := te.Field
-			if field == "" {
-				field = "the document"
-			}
-			return fmt.Errorf("decode %s: %s is %s, which is the wrong type", where, field, te.Value)
-		}
-		return fmt.Errorf("decode %s: %w", where, err)
-	}
-	return nil
-}
-
 var invalidName = regexp.MustCompile(`[^a-z0-9]+`)
 
 // poolName turns a resource name (hca_shared_devices_a) into a pool name
-// (hca-shared-devices-a), unique among taken.
+// (hca-shared-devices-a), unique among taken. It is a DNS label short enough to name a
+// legacy pool, whose node device is legacy-<name>.
 func poolName(resourceName string, taken map[string]bool) string {
 	// Every run of other characters becomes one '-': the result is a DNS label.
 	name := strings.Trim(invalidName.ReplaceAllString(strings.ToLower(resourceName), "-"), "-")
 	if name == "" {
 		name = "rdma-pool"
 	}
-	if len(name) > 56 {
-		name = strings.TrimRight(name[:56], "-")
-	}
 	base := name
-	for i := 2; taken[name]; i++ {
-		name = fmt.Sprintf("%s-%d", base, i)
+	for i := 1; ; i++ {
+		suffix := ""
+		if i > 1 {
+			suffix = fmt.Sprintf("-%d", i)
+		}
+		name = base
+		if len(name)+len(suffix) > nodeconfig.MaxLegacyResourceNameLength {
+			name = strings.TrimRight(name[:nodeconfig.MaxLegacyResourceNameLength-len(suffix)], "-")
+		}
+		name += suffix
+		if !taken[name] {
+			break
+		}
 	}
 	taken[name] = true
 	return name
@@ -383,18 +314,44 @@ func toLinkTypes(in []string) []v1alpha1.LinkType {
 	return out
 }
 
-// check validates the pools as the controller would. A pool the API would refuse is a
-// problem: the output would be applied only in part.
+// check validates the pools as the controller would, and the legacy resources as the
+// kubelet plugin would read them. A pool the API would refuse is a problem: the output
+// would be applied only in part.
 func (r *Result) check() {
 	kept := r.Pools[:0]
+	var legacy []nodeconfig.LegacyResource
 	for i := range r.Pools {
-		if errs := r.Pools[i].Validate(); len(errs) > 0 {
-			r.problem("pool "+r.Pools[i].Name, "", "", "the API would refuse it: %v; fix the entry in the input and convert again", errs.ToAggregate())
+		p := &r.Pools[i]
+		if errs := p.Validate(); len(errs) > 0 {
+			r.problem("pool "+p.Name, "", "", "the API would refuse it: %v; fix the entry in the input and convert again", errs.ToAggregate())
 			continue
 		}
-		kept = append(kept, r.Pools[i])
+		if p.Spec.Mode == v1alpha1.PoolModeLegacy {
+			j := slices.IndexFunc(r.LegacyResources, func(lr nodeconfig.LegacyResource) bool { return lr.Name == p.Name })
+			if j < 0 {
+				r.problem("pool "+p.Name, "", "", "no legacyResources entry of that name; this is a bug of rdma-dra migrate")
+				continue
+			}
+			if err := checkLegacyResource(r.LegacyResources[j]); err != nil {
+				r.problem("pool "+p.Name, "legacyResources", "", "the kubelet plugin would refuse the node configuration: %v; fix the entry in the input and convert again", err)
+				continue
+			}
+			legacy = append(legacy, r.LegacyResources[j])
+		}
+		kept = append(kept, *p)
 	}
 	r.Pools = kept
+	r.LegacyResources = legacy
+}
+
+// checkLegacyResource reads lr as the kubelet plugin reads its node configuration.
+func checkLegacyResource(lr nodeconfig.LegacyResource) error {
+	data, err := json.Marshal(nodeconfig.Config{LegacyResources: []nodeconfig.LegacyResource{lr}})
+	if err != nil {
+		return err
+	}
+	_, err = nodeconfig.Parse(data)
+	return err
 }
 
 // WriteYAML writes the pools as YAML documents separated by "---", without status.
@@ -410,6 +367,12 @@ func WriteYAML(pools []v1alpha1.RdmaPool) ([]byte, error) {
 			return nil, err
 		}
 		delete(m, "status")
+		// A legacy pool has no selectors; the API's type still writes the empty object.
+		if spec, ok := m["spec"].(map[string]any); ok {
+			if sel, ok := spec["selectors"].(map[string]any); ok && len(sel) == 0 {
+				delete(spec, "selectors")
+			}
+		}
 		if meta, ok := m["metadata"].(map[string]any); ok {
 			delete(meta, "creationTimestamp")
 		}

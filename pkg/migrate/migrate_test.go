@@ -12,22 +12,36 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1alpha1 "github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
-// render is what the CLI prints: the pools on stdout, then the notes on stderr.
-func render(t *testing.T, res *Result) string {
+// render is what the CLI prints: the pools on stdout, the node side it writes to
+// --node-config-out, then the notes and problems on stderr; or the error of an input it
+// cannot read.
+func render(t *testing.T, res *Result, err error) string {
 	t.Helper()
+	if err != nil {
+		return "# error (stderr, exit 2)\n" + err.Error() + "\n"
+	}
 	out, err := WriteYAML(res.Pools)
 	if err != nil {
 		t.Fatal(err)
+	}
+	nodeSide := ""
+	if len(res.LegacyResources) > 0 {
+		data, err := NodeConfig(nil, res.LegacyResources)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodeSide = "# node configuration (--node-config-out)\n" + string(data)
 	}
 	var problems []string
 	for _, p := range res.Problems {
 		problems = append(problems, p.String())
 	}
-	return string(out) + "# notes (stderr)\n" + strings.Join(res.Notes, "\n") + "\n# problems (stderr, exit 2)\n" + strings.Join(problems, "\n") + "\n"
+	return string(out) + nodeSide + "# notes (stderr)\n" + strings.Join(res.Notes, "\n") + "\n# problems (stderr, exit 2 or 3)\n" + strings.Join(problems, "\n") + "\n"
 }
 
 func TestGolden(t *testing.T) {
@@ -43,15 +57,13 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			convert := func(data []byte) (*Result, error) { return FromSharedDevicePlugin(data, Options{}) }
+			opts := Options{InputName: file}
+			convert := FromSharedDevicePlugin
 			if strings.HasPrefix(filepath.Base(file), "sriov-") {
-				convert = func(data []byte) (*Result, error) { return FromSRIOVDevicePlugin(data, Options{}) }
+				convert = FromSRIOVDevicePlugin
 			}
-			res, err := convert(data)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := render(t, res)
+			res, err := convert(data, opts)
+			got := render(t, res, err)
 			golden := file + ".golden"
 			if *update {
 				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
@@ -65,10 +77,17 @@ func TestGolden(t *testing.T) {
 			if got != string(want) {
 				t.Errorf("output differs from %s (go test ./pkg/migrate -update rewrites it):\n%s", golden, got)
 			}
-			// Every pool printed is one the controller accepts.
+			if res == nil {
+				return
+			}
+			// Every pool printed is one the controller accepts, and every legacy pool
+			// has its entry in the node configuration.
 			for _, p := range res.Pools {
 				if errs := p.Validate(); len(errs) > 0 {
 					t.Errorf("pool %s is invalid: %v", p.Name, errs.ToAggregate())
+				}
+				if p.Spec.Mode == v1alpha1.PoolModeLegacy && !slices.ContainsFunc(res.LegacyResources, func(lr nodeconfig.LegacyResource) bool { return lr.Name == p.Name }) {
+					t.Errorf("legacy pool %s has no legacyResources entry", p.Name)
 				}
 			}
 			checkDecodable(t, got)
@@ -80,7 +99,8 @@ func TestGolden(t *testing.T) {
 func checkDecodable(t *testing.T, out string) {
 	t.Helper()
 	names := sets.New[string]()
-	for _, doc := range strings.Split(strings.Split(out, "# notes (stderr)\n")[0], "---\n") {
+	pools, _, _ := strings.Cut(out, "# ")
+	for _, doc := range strings.Split(pools, "---\n") {
 		if strings.TrimSpace(doc) == "" {
 			continue
 		}
@@ -116,8 +136,7 @@ func TestKeyNotes(t *testing.T) {
 		res   *Result
 		wants []string
 	}{
-		{"a unit was every HCA", shared, []string{"gave a pod every HCA", "allocationMode: All"}},
-		{"rdmaHcaMax", shared, []string{"rdmaHcaMax 1000", "nodeConfig.shares"}},
+		{"the unit is kept", shared, []string{"unit kept: one unit of each resource still gives a pod every port", "--values-out or --node-config-out"}},
 		{"VF ranges", sriov, []string{"enp59s0f0np0#0-3", "no equivalent", "--allow-widening roce_vfs:selectors[0].pfNames"}},
 		{"rootDevices", sriov, []string{"rootDevices [0000:3b:00.0] has no equivalent", "--allow-widening ib_vfs_by_root:rootDevices"}},
 		{"second selector set", sriov, []string{"2 selector sets"}},
@@ -158,6 +177,7 @@ func TestUnreadableInput(t *testing.T) {
 			}
 		})
 	}
+	t.Run("JSON where the plugin reads JSON", testJSONInput)
 	if _, err := FromSRIOVDevicePlugin([]byte(`{"resourceList":[{"resourceName":"x","selectors":7}]}`), Options{}); err == nil ||
 		!strings.Contains(err.Error(), "decode selectors") {
 		t.Errorf("sriov with bad selectors: %v", err)
@@ -172,6 +192,10 @@ func TestPoolName(t *testing.T) {
 		{"__", "rdma-pool"},
 		{"a..b", "a-b"},
 		{strings.Repeat("x", 300), strings.Repeat("x", 56)},
+		// The suffix fits within the 56 characters a legacy pool's name may have.
+		{strings.Repeat("x", 300), strings.Repeat("x", 54) + "-2"},
+		{strings.Repeat("y", 55) + "_z", strings.Repeat("y", 55)},
+		{strings.Repeat("y", 55) + "_w", strings.Repeat("y", 54) + "-2"},
 	} {
 		if got := poolName(tt.in, taken); got != tt.want {
 			t.Errorf("poolName(%q) = %q, want %q", tt.in, got, tt.want)
@@ -184,7 +208,7 @@ func TestPoolName(t *testing.T) {
 // flag it is a note that says what widened.
 func TestWidening(t *testing.T) {
 	shared := func(sel string) string {
-		return `{"configList":[{"resourceName":"hca","selectors":` + sel + `}]}`
+		return `{"configList":[{"resourceName":"hca","rdmaHcaMax":100,"selectors":` + sel + `}]}`
 	}
 	sriov := func(sel string) string {
 		return `{"resourceList":[{"resourceName":"vfs","selectors":` + sel + `}]}`
@@ -206,7 +230,7 @@ func TestWidening(t *testing.T) {
 			problems: []string{`configList[0] (hca): selectors.linkTypes: "roce" is not a link type (infiniband, ether, IB, ETH); the plugin matched no device by it, so this entry selected nothing, while a pool without this selector selects every port (to accept, pass --allow-widening hca:linkTypes)`}},
 		{name: "pattern in ifNames", input: shared(`{"ifNames":["ib*"]}`),
 			problems: []string{`configList[0] (hca): selectors.ifNames: "ib*" is not a literal name (the plugin compares names exactly; a pool reads *, ? and [ as a pattern); the plugin matched no device by it, so this entry selected nothing, while a pool without this selector selects every port (to accept, pass --allow-widening hca:ifNames)`}},
-		{name: "two unknown selector fields", input: shared(`{"vendor":["15b3"],"ifName":["ib0"]}`),
+		{name: "two unknown selector fields", input: shared(`{"drivers":["mlx5_core"],"vendor":["15b3"],"ifName":["ib0"]}`),
 			problems: []string{
 				`configList[0] (hca): selectors.ifName: unknown selector field "ifName": if a plugin version knows it, it narrowed the selection (to accept, pass --allow-widening hca:ifName)`,
 				`configList[0] (hca): selectors.vendor: unknown selector field "vendor": if a plugin version knows it, it narrowed the selection (to accept, pass --allow-widening hca:vendor)`}},
@@ -255,7 +279,7 @@ func TestResourcePrefix(t *testing.T) {
 		{"sriov flag", "nvidia.com", "nvidia.com/a", true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			res, err := FromSharedDevicePlugin([]byte(`{"configList":[{"resourceName":"a","selectors":{"vendors":["15b3"]}}]}`), Options{ResourcePrefix: tt.prefix})
+			res, err := FromSharedDevicePlugin([]byte(`{"configList":[{"resourceName":"a","rdmaHcaMax":10,"selectors":{"vendors":["15b3"]}}]}`), Options{ResourcePrefix: tt.prefix})
 			if tt.sriov {
 				res, err = FromSRIOVDevicePlugin([]byte(`{"resourceList":[{"resourceName":"a","isRdma":true,"selectors":{"vendors":["15b3"]}}]}`), Options{ResourcePrefix: tt.prefix})
 			}
@@ -270,7 +294,7 @@ func TestResourcePrefix(t *testing.T) {
 }
 
 func TestUnknownFieldsAllReported(t *testing.T) {
-	res, err := FromSharedDevicePlugin([]byte(`{"periodicUpdate":5,"configList":[{"resourceName":"a","rdmaHcaMx":3,"resourcePrefx":"x","selectors":{"vendors":["15b3"]}}]}`), Options{})
+	res, err := FromSharedDevicePlugin([]byte(`{"periodicUpdate":5,"configList":[{"resourceName":"a","rdmaHcaMax":3,"rdmaHcaMx":3,"resourcePrefx":"x","selectors":{"vendors":["15b3"]}}]}`), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,21 +306,116 @@ func TestUnknownFieldsAllReported(t *testing.T) {
 	}
 }
 
-// TestLinkTypesAsThePoolTakesThem: a device plugin's link type in a case an RdmaPool
-// refuses is written as the link layer's own name; one the pool takes stays as it was.
+// TestLinkTypesAsThePoolTakesThem: a device plugin's link type in a case an RdmaPool and
+// the node configuration refuse is written as the link layer's own name; one they take
+// stays as it was.
 func TestLinkTypesAsThePoolTakesThem(t *testing.T) {
-	res, err := FromSharedDevicePlugin([]byte(`{"configList":[{"resourceName":"a","selectors":{"vendors":["15b3"],"linkTypes":["Infiniband","ETHER","eth"]}}]}`), Options{})
+	want := []string{"InfiniBand", "Ethernet", "eth"}
+	shared, err := FromSharedDevicePlugin([]byte(`{"configList":[{"resourceName":"a","rdmaHcaMax":5,"selectors":{"vendors":["15b3"],"linkTypes":["Infiniband","ETHER","eth"]}}]}`), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Problems) > 0 || len(res.Pools) != 1 {
-		t.Fatalf("problems %v, %d pools; want none and 1", res.Problems, len(res.Pools))
+	if len(shared.Problems) > 0 || len(shared.LegacyResources) != 1 {
+		t.Fatalf("problems %v, %d legacy resources; want none and 1", shared.Problems, len(shared.LegacyResources))
 	}
-	want := []v1alpha1.LinkType{"InfiniBand", "Ethernet", "eth"}
-	if got := res.Pools[0].Spec.Selectors.LinkTypes; !slices.Equal(got, want) {
-		t.Errorf("linkTypes %q, want %q", got, want)
+	if got := shared.LegacyResources[0].Selectors.LinkTypes; !slices.Equal(got, want) {
+		t.Errorf("legacy resource linkTypes %q, want %q", got, want)
 	}
-	if errs := res.Pools[0].Validate(); len(errs) > 0 {
-		t.Errorf("the pool is invalid: %v", errs.ToAggregate())
+	sriov, err := FromSRIOVDevicePlugin([]byte(`{"resourceList":[{"resourceName":"a","isRdma":true,"selectors":{"vendors":["15b3"],"linkTypes":["Infiniband","ETHER","eth"]}}]}`), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sriov.Problems) > 0 || len(sriov.Pools) != 1 {
+		t.Fatalf("problems %v, %d pools; want none and 1", sriov.Problems, len(sriov.Pools))
+	}
+	var got []string
+	for _, lt := range sriov.Pools[0].Spec.Selectors.LinkTypes {
+		got = append(got, string(lt))
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("pool linkTypes %q, want %q", got, want)
+	}
+}
+
+// testJSONInput: what the plugin reads as JSON is read as JSON, with the line and column
+// of a syntax error; a YAML file is still YAML.
+func testJSONInput(t *testing.T) {
+	const trailing = "{\"configList\": [{\"resourceName\": \"a\", \"rdmaHcaMax\": 1,\n  \"selectors\": {\"vendors\": [\"15b3\"]},}]}"
+	cm := func(config string) string {
+		return "kind: ConfigMap\ndata:\n  config.json: |\n    " + strings.ReplaceAll(config, "\n", "\n    ") + "\n"
+	}
+	for _, tt := range []struct {
+		name, input, data, want string // want empty: converted
+	}{
+		{"a .json file", "config.json", trailing, "parse input as JSON: line 2, column 38 (byte 92): invalid character '}' looking for beginning of object key string"},
+		{"stdin starting with {", "-", trailing, "parse input as JSON: line 2, column 38"},
+		{"no name, leading blanks", "", "\n  " + trailing, "parse input as JSON: line 3, column 38"},
+		{"a .yaml file in flow style", "config.yaml", trailing, ""},
+		{"a .YML file", "config.YML", trailing, ""},
+		{"cut short", "config.json", `{"configList": [`, "parse input as JSON: line 1, column 17 (byte 16): unexpected end of JSON input"},
+		{"two documents", "config.json", `{"configList": []} {}`, "parse input as JSON: line 1, column 20 (byte 19): more after the JSON value"},
+		{"a ConfigMap's config.json", "cm.yaml", cm(trailing), `parse ConfigMap data."config.json" as JSON: line 2, column 38`},
+		{"a NicClusterPolicy's config", "ncp.yaml", "kind: NicClusterPolicy\nspec:\n  rdmaSharedDevicePlugin:\n    config: '{\"configList\": [],}'\n",
+			"parse NicClusterPolicy spec.rdmaSharedDevicePlugin.config as JSON: line 1, column 19 (byte 18): invalid character '}'"},
+		{"a ConfigMap as JSON", "cm.json", `{"kind": "ConfigMap", "data": {"config.json": "{\"configList\": [{\"resourceName\": \"a\", \"rdmaHcaMax\": 1, \"devices\": [\"ib0\"]}]}"}}`, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := FromSharedDevicePlugin([]byte(tt.data), Options{InputName: tt.input})
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("got %v, want it converted", err)
+			case tt.want == "" && len(res.Pools) != 1:
+				t.Errorf("%d pools (problems %v), want 1", len(res.Pools), res.Problems)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Errorf("got %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestDuplicateResources: two entries of one resource are a problem, as the plugins
+// refuse them: the shared-dev-plugin by resourceName alone, the SR-IOV plugin by prefix
+// and name. Names that only look alike are two resources.
+func TestDuplicateResources(t *testing.T) {
+	for _, tt := range []struct {
+		name, input string
+		sriov       bool
+		pools       []string
+		problems    []string // the entries of the problems
+	}{
+		{name: "shared, same name", input: `{"configList":[{"resourceName":"a","rdmaHcaMax":1,"devices":["ib0"]},{"resourceName":"a","rdmaHcaMax":1,"devices":["ib1"]}]}`,
+			pools: []string{"a"}, problems: []string{"configList[1] (a)"}},
+		{name: "shared, same name, another prefix", input: `{"configList":[{"resourceName":"a","rdmaHcaMax":1,"devices":["ib0"]},{"resourcePrefix":"x.io","resourceName":"a","rdmaHcaMax":1,"devices":["ib1"]}]}`,
+			pools: []string{"a"}, problems: []string{"configList[1] (a)"}},
+		{name: "shared, names that differ in case", input: `{"configList":[{"resourceName":"a","rdmaHcaMax":1,"devices":["ib0"]},{"resourceName":"A","rdmaHcaMax":1,"devices":["ib1"]}]}`,
+			pools: []string{"a", "a-2"}},
+		{name: "sriov, same name", sriov: true, input: `{"resourceList":[{"resourceName":"v","isRdma":true,"selectors":{"vendors":["15b3"]}},{"resourceName":"v","isRdma":true,"selectors":{"vendors":["15b3"]}}]}`,
+			pools: []string{"v"}, problems: []string{"resourceList[1] (v)"}},
+		{name: "sriov, same name, another prefix", sriov: true, input: `{"resourceList":[{"resourceName":"v","isRdma":true,"selectors":{"vendors":["15b3"]}},{"resourcePrefix":"x.io","resourceName":"v","isRdma":true,"selectors":{"vendors":["15b3"]}}]}`,
+			pools: []string{"v", "v-2"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			convert := FromSharedDevicePlugin
+			if tt.sriov {
+				convert = FromSRIOVDevicePlugin
+			}
+			res, err := convert([]byte(tt.input), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var pools, problems []string
+			for _, p := range res.Pools {
+				pools = append(pools, p.Name)
+			}
+			for _, p := range res.Problems {
+				problems = append(problems, p.Entry)
+				if p.Widens() || !strings.Contains(p.Message, "already exists") {
+					t.Errorf("problem %q: want one no flag accepts, quoting the plugin", p)
+				}
+			}
+			if !slices.Equal(pools, tt.pools) || !slices.Equal(problems, tt.problems) {
+				t.Errorf("pools %q, problems %q; want %q, %q", pools, problems, tt.pools, tt.problems)
+			}
+		})
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/rdma-dra/rdma-dra-driver/pkg/controller"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
 )
 
 // Verdict is whether a plugin entry selected a port.
@@ -85,10 +86,12 @@ type PreviewRow struct {
 
 // Preview evaluates, on one node's inventory, which ports each entry selected under its
 // device plugin and which its pool selects: the pool through the DeviceClass CEL the
-// controller would write, on the devices the kubelet plugin would publish with the
-// default node configuration (every port, both modes).
-func Preview(ctx context.Context, res *Result, inv *discovery.Inventory, facts PCIFacts) ([]PreviewRow, error) {
-	model, err := devicemodel.Build(inv, devicemodel.Options{NodeName: "preview"})
+// controller would write, on the devices the kubelet plugin would publish with cfg, the
+// node configuration that the node side of the migration gives the node (NodeConfigFor).
+// The ports of a legacy pool are those its device legacy-<pool> stands for, so that
+// "the same ports" means the same unit.
+func Preview(ctx context.Context, res *Result, inv *discovery.Inventory, facts PCIFacts, cfg nodeconfig.Config) ([]PreviewRow, error) {
+	model, err := devicemodel.Build(inv, devicemodel.Options{NodeName: "preview", Config: cfg})
 	if err != nil {
 		return nil, err
 	}
@@ -104,13 +107,9 @@ func Preview(ctx context.Context, res *Result, inv *discovery.Inventory, facts P
 		if p == nil {
 			continue
 		}
-		expr, err := controller.PoolCEL(model.DriverName, &p.Spec)
+		sel, err := poolSelector(model.DriverName, p)
 		if err != nil {
-			return nil, fmt.Errorf("pool %s: %w", p.Name, err)
-		}
-		sel, err := controller.CompileSelector(expr)
-		if err != nil {
-			return nil, fmt.Errorf("pool %s: %w", p.Name, err)
+			return nil, err
 		}
 		for _, pool := range model.Resources.Pools {
 			for _, s := range pool.Slices {
@@ -120,8 +119,11 @@ func Preview(ctx context.Context, res *Result, inv *discovery.Inventory, facts P
 					if err != nil {
 						return nil, fmt.Errorf("pool %s on device %s: %w", p.Name, d.Name, err)
 					}
-					if ok {
-						port := model.Devices[d.Name].Port
+					if !ok {
+						continue
+					}
+					meta := model.Devices[d.Name]
+					for _, port := range meta.AllPorts() {
 						selected[i][portKey(port)] = true
 					}
 				}
@@ -138,6 +140,29 @@ func Preview(ctx context.Context, res *Result, inv *discovery.Inventory, facts P
 		rows = append(rows, row)
 	}
 	return rows, nil
+}
+
+// poolSelector compiles the CEL of the pool's DeviceClass as the controller writes it.
+func poolSelector(driverName string, p *v1alpha1.RdmaPool) (dracel.CompilationResult, error) {
+	expr, err := controller.ClassCEL(driverName, p)
+	if err != nil {
+		return dracel.CompilationResult{}, fmt.Errorf("pool %s: %w", p.Name, err)
+	}
+	sel, err := controller.CompileSelector(expr)
+	if err != nil {
+		return dracel.CompilationResult{}, fmt.Errorf("pool %s: %w", p.Name, err)
+	}
+	return sel, nil
+}
+
+// NodeConfigFor is the node configuration a node runs with once the node side of res is
+// rolled out over base (nodeConfig of the chart's values, empty for the defaults).
+func NodeConfigFor(res *Result, values []byte) (nodeconfig.Config, error) {
+	data, err := NodeConfig(values, res.LegacyResources)
+	if err != nil {
+		return nodeconfig.Config{}, err
+	}
+	return nodeconfig.Parse(data)
 }
 
 func portKey(p discovery.Port) string { return p.IBDev + "/" + strconv.Itoa(p.Port) }

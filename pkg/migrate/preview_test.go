@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/mocknode"
 )
@@ -104,7 +106,11 @@ func TestPreviewRealWorldConfigs(t *testing.T) {
 				return
 			}
 			root, inv := mockNode(t, tt.profile)
-			rows, err := Preview(context.Background(), res, inv, SysfsPCIFacts(root))
+			cfg, err := NodeConfigFor(res, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows, err := Preview(context.Background(), res, inv, SysfsPCIFacts(root), cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -165,10 +171,31 @@ func TestChartDefaultPoolsMatchValues(t *testing.T) {
 	if want := ChartDefaultPools(); !slices.Equal(got, want) {
 		t.Errorf("chart values.yaml pools %+v, ChartDefaultPools %+v: update ChartDefaultPools", got, want)
 	}
+	// pools.legacy is off by default; turned on, it is the pool chartLegacyPool knows.
+	var values map[string]any
+	if err := yaml.Unmarshal(data, &values); err != nil {
+		t.Fatal(err)
+	}
+	legacyValues, ok := values["pools"].(map[string]any)["legacy"].(map[string]any)
+	if !ok {
+		t.Fatal("values.yaml has no pools.legacy")
+	}
+	legacyValues["enabled"] = true
+	on, err := yaml.Marshal(values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy, err := ChartPools(on, ChartSource)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := append(ChartDefaultPools(), chartLegacyPool()); !slices.Equal(legacy, want) {
+		t.Errorf("chart values.yaml with pools.legacy.enabled: pools %+v, want %+v: update chartLegacyPool", legacy, want)
+	}
 }
 
 func TestCheckConflicts(t *testing.T) {
-	res, err := FromSharedDevicePlugin([]byte(`{"configList":[{"resourceName":"hca_shared_devices_a","selectors":{"vendors":["15b3"]}},{"resourceName":"b","selectors":{"vendors":["15b3"]}}]}`), Options{})
+	res, err := FromSharedDevicePlugin([]byte(`{"configList":[{"resourceName":"hca_shared_devices_a","rdmaHcaMax":10,"selectors":{"vendors":["15b3"]}},{"resourceName":"b","rdmaHcaMax":10,"selectors":{"vendors":["15b3"]}}]}`), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,5 +249,125 @@ metadata: {name: ignored}
 	if len(res.Problems) != 1 || !strings.Contains(res.Problems[0].String(), `rdma/hca_shared_devices_a is already served by RdmaPool rdma-shared (values.yaml)`) ||
 		!strings.Contains(res.Problems[0].String(), `--set pools.shared.extendedResourceName=""`) {
 		t.Errorf("chart value conflict: %v", res.Problems)
+	}
+	// The chart's legacy pool, turned on, has the device plugin's default name twice
+	// over; the problems name the value that turns it off.
+	res.Problems = nil
+	legacy, err := ChartPools([]byte("pools:\n  legacy:\n    enabled: true\n"), "values.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.CheckConflicts(legacy)
+	var got2 []string
+	for _, p := range res.Problems {
+		got2 = append(got2, p.String())
+	}
+	want2 := []string{
+		`pool hca-shared-devices-a: metadata.name: the chart installs an RdmaPool of that name (values.yaml), and helm and kubectl apply would take turns replacing it; ` +
+			`install or upgrade the chart with --set pools.legacy.enabled=false (the migrated pools take its place) and tell migrate with --chart-values (a values file holding the same)`,
+	}
+	if !slices.Equal(got2, want2) {
+		t.Errorf("chart legacy pool conflicts:\n%s\nwant:\n%s", strings.Join(got2, "\n"), strings.Join(want2, "\n"))
+	}
+}
+
+// TestNodeFindings turns node previews into the verdict lines and the problems a dry run
+// against a node reports: the pool's side of a legacy pool is its device's ports, a
+// widening is a problem unless --allow-wider names the resource, a pool that serves
+// nothing where the plugin did is a problem, narrower is reported.
+func TestNodeFindings(t *testing.T) {
+	tests := []struct {
+		name, profile, input string
+		sriov                bool
+		allowWidening        []string
+		allowWider           []string
+		want                 []string // "resource: plugin/pool verdict"
+		problems             []string // WideningKey or Entry of each problem
+		note                 string   // a note that must be there
+	}{
+		{name: "the seed pod's rails", profile: "dgx-h100", input: railsConfig,
+			want: []string{
+				"rdma/rdma_shared_device_a: 8/8 same ports",
+				"rdma/rdma_shared_device_b: 2/2 same ports",
+			}},
+		// Only the link type: the plugin never took soft-RoCE, and pciAddresses ["*"]
+		// keeps the legacy device from it.
+		{name: "soft-RoCE stays out", profile: "soft-roce", input: `{"configList":[{"resourceName":"eth","rdmaHcaMax":4,"selectors":{"linkTypes":["ether"]}}]}`,
+			want: []string{"rdma/eth: 0/0 neither selects a port of this node"}},
+		// The plugin matched the bonded functions' own netdevs; the node reports the bond.
+		{name: "ifNames of bonded ports", profile: "mixed-bond", input: `{"configList":[{"resourceName":"roce","rdmaHcaMax":4,"selectors":{"ifNames":["enp94s0f0np0","enp94s0f1np1"]}},` +
+			`{"resourceName":"ib","rdmaHcaMax":4,"selectors":{"linkTypes":["infiniband"],"ifNames":["ibp24s0"]}}]}`,
+			want: []string{
+				"rdma/roce: 2/0 MISSING: the pool selects no port of this node, the device plugin selected mlx5_4/1, mlx5_5/1",
+				"rdma/ib: 1/1 same ports",
+			},
+			problems: []string{"rdma/roce (pool roce) on node"}},
+		{name: "an accepted widening of the conversion shows", profile: "sriov", sriov: true, allowWidening: []string{"vfs:rootDevices"},
+			input: `{"resourceList":[{"resourceName":"vfs","selectors":{"vendors":["15b3"],"rootDevices":["0000:3b:00.0"],"isRdma":true}}]}`,
+			want:  []string{"intel.com/vfs: 16/17 WIDER: only the pool selects mlx5_0/1"}, problems: []string{"intel.com/vfs"}},
+		{name: "and --allow-wider accepts what the node shows", profile: "sriov", sriov: true, allowWidening: []string{"vfs:rootDevices"}, allowWider: []string{"intel.com/vfs"},
+			input: `{"resourceList":[{"resourceName":"vfs","selectors":{"vendors":["15b3"],"rootDevices":["0000:3b:00.0"],"isRdma":true}}]}`,
+			want:  []string{"intel.com/vfs: 16/17 WIDER: only the pool selects mlx5_0/1"},
+			note:  "WIDER intel.com/vfs (pool vfs) on node: only the pool selects mlx5_0/1; accepted by --allow-wider intel.com/vfs"},
+		{name: "narrower is reported", profile: "sriov", sriov: true,
+			input: `{"resourceList":[{"resourceName":"vfs","selectors":{"vendors":["15b3"],"devices":["101e"],"isRdma":true}},` +
+				`{"resourceName":"pf","selectors":{"pciAddresses":["0000:3b:00.0","0000:3b:00.2"],"isRdma":true}}]}`,
+			want: []string{
+				"intel.com/vfs: 16/16 same ports",
+				// The SR-IOV plugin never handed out the PF while it has VFs.
+				"intel.com/pf: 1/2 WIDER: only the pool selects mlx5_0/1",
+			},
+			problems: []string{"intel.com/pf"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := Options{AllowWidening: tt.allowWidening, AllowWider: tt.allowWider}
+			convert := FromSharedDevicePlugin
+			if tt.sriov {
+				convert = FromSRIOVDevicePlugin
+			}
+			res, err := convert([]byte(tt.input), opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Problems) > 0 {
+				t.Fatalf("conversion problems: %v", res.Problems)
+			}
+			root, inv := mockNode(t, tt.profile)
+			cfg, err := NodeConfigFor(res, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows, err := Preview(context.Background(), res, inv, SysfsPCIFacts(root), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			findings := NodeFindings(res, rows, "node")
+			var got []string
+			for _, f := range findings {
+				got = append(got, fmt.Sprintf("%s: %s/%s %s", f.Resource, f.PluginSide, f.PoolSide, f.Verdict()))
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("findings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+			res.Judge(findings, opts)
+			var problems []string
+			for _, p := range res.Problems {
+				if p.Widens() {
+					problems = append(problems, p.WideningKey)
+					if p.Flag != FlagAllowWider {
+						t.Errorf("problem %q: want it accepted by %s", p, FlagAllowWider)
+					}
+				} else {
+					problems = append(problems, p.Entry)
+				}
+			}
+			if !slices.Equal(problems, tt.problems) {
+				t.Errorf("problems %q, want %q: %v", problems, tt.problems, res.Problems)
+			}
+			if tt.note != "" && !slices.Contains(res.Notes, tt.note) {
+				t.Errorf("no note %q:\n%s", tt.note, strings.Join(res.Notes, "\n"))
+			}
+		})
 	}
 }

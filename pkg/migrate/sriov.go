@@ -10,7 +10,10 @@ import (
 )
 
 // SRIOVDevicePluginPrefix is the resource prefix sriov-network-device-plugin uses when
-// neither the entry nor its -resource-prefix flag says otherwise.
+// neither the entry nor its --resource-prefix flag says otherwise. It is also the prefix
+// of a NicClusterPolicy's resources without resourcePrefix: the NVIDIA Network Operator
+// runs the plugin without --resource-prefix (its DaemonSet passes only the log flags and
+// --use-cdi), so the nvidia.com of its examples comes from each entry's resourcePrefix.
 const SRIOVDevicePluginPrefix = "intel.com"
 
 // The fields of sriov-network-device-plugin's config.json, per level.
@@ -64,10 +67,11 @@ type sriovSelectors struct {
 // device, a VF or a PF, as is one allocation from an exclusive pool.
 // opts.ResourcePrefix is the plugin's -resource-prefix.
 func FromSRIOVDevicePlugin(data []byte, opts Options) (*Result, error) {
-	raw, where, err := configJSON(data, "sriovDevicePlugin", "rdmaSharedDevicePlugin", FlagShared)
+	in, err := configJSON(data, opts.InputName, "sriovDevicePlugin", "rdmaSharedDevicePlugin", FlagShared)
 	if err != nil {
 		return nil, err
 	}
+	raw, where := in.raw, in.where
 	keys, ok := objectKeys(raw)
 	if !ok {
 		return nil, fmt.Errorf("decode %s: want an object with resourceList, got %s", where, jsonKind(raw))
@@ -91,6 +95,7 @@ func FromSRIOVDevicePlugin(data []byte, opts Options) (*Result, error) {
 		return nil, fmt.Errorf("%s has no resourceList entries", where)
 	}
 	taken := map[string]bool{}
+	seen := map[string]string{} // prefix/resourceName -> the entry that has it
 	for i, rawEntry := range cfg.ResourceList {
 		var e sriovEntry
 		if err := decode(rawEntry, &e, fmt.Sprintf("%s resourceList[%d]", where, i)); err != nil {
@@ -122,7 +127,19 @@ func FromSRIOVDevicePlugin(data []byte, opts Options) (*Result, error) {
 		prefix := e.ResourcePrefix
 		if prefix == "" {
 			prefix = defaultPrefix
+			if in.source == SourceNicClusterPolicy && opts.ResourcePrefix == "" {
+				res.note("%s: no resourcePrefix, and the Network Operator runs the plugin without --resource-prefix: pods asked for %s/%s, which the pool serves",
+					where, prefix, e.ResourceName)
+			}
 		}
+		// The plugin compares names with their prefix.
+		if other, dup := seen[prefix+"/"+e.ResourceName]; dup {
+			res.problem(where, "resourceName", "", "%s/%s is also the resource of %s: the plugin refuses a configuration with two resources of one name "+
+				"(\"resource name already exists\"), and of two pools with one extendedResourceName only the older would serve it; remove or rename one entry",
+				prefix, e.ResourceName, other)
+			continue
+		}
+		seen[prefix+"/"+e.ResourceName] = where
 		p := newPool(poolName(e.ResourceName, taken), v1alpha1.PoolModeExclusive, prefix+"/"+e.ResourceName)
 		c := &entryConverter{res: res, opts: opts, entry: where, resourceName: e.ResourceName}
 		if len(sets) > 1 {
@@ -152,8 +169,8 @@ func FromSRIOVDevicePlugin(data []byte, opts Options) (*Result, error) {
 		res.Entries = append(res.Entries, entry)
 	}
 	if len(res.Pools) > 0 {
-		res.note("unit semantics: a unit of an SR-IOV RDMA resource was one whole device (a VF or a PF); a unit served by an exclusive " +
-			"RdmaPool is one whole port of an RDMA device, the same for single-port VFs. The kubelet plugin must publish the VFs: " +
+		res.note("unit kept: one unit of an SR-IOV RDMA resource was one whole device (a VF or a PF) and stays one: an exclusive pool hands out a port " +
+			"and keeps the other ports of its RDMA device from anyone else. The kubelet plugin must publish the VFs: " +
 			"they are RDMA devices of their own (rdma.dra.io/sriov_vf is true)")
 	}
 	res.check()
