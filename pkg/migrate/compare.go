@@ -56,6 +56,8 @@ func (f Finding) Verdict() string {
 
 // NodeFindings compares, per entry, the ports the plugin selected on the previewed node
 // with those the pool selects, from Preview's rows. node names the node in the findings.
+// An entry that selects no port there is DiffMissing too: the dry run proves nothing
+// about it.
 func NodeFindings(res *Result, rows []PreviewRow, node string) []Finding {
 	var out []Finding
 	for i, e := range res.Entries {
@@ -89,7 +91,9 @@ func NodeFindings(res *Result, rows []PreviewRow, node string) []Finding {
 		case len(narrower) > 0:
 			f.Diff, f.Detail = DiffNarrower, "only the device plugin selected "+strings.Join(narrower, ", ")
 		case old == 0:
-			f.Diff, f.Detail = DiffAbsent, "neither selects a port of this node"
+			// Proof on a node is proof only where the entry selects something; a typo in
+			// its selectors would look the same as a node of another kind.
+			f.Diff, f.Detail = DiffMissing, "neither the device plugin nor the pool selects a port of this node: run the dry run on a node the entry is for (a typo in its selectors looks the same)"
 		default:
 			f.Diff, f.Detail = DiffSame, "same ports"
 		}

@@ -293,7 +293,8 @@ func TestNodeFindings(t *testing.T) {
 		// Only the link type: the plugin never took soft-RoCE, and pciAddresses ["*"]
 		// keeps the legacy device from it.
 		{name: "soft-RoCE stays out", profile: "soft-roce", input: `{"configList":[{"resourceName":"eth","rdmaHcaMax":4,"selectors":{"linkTypes":["ether"]}}]}`,
-			want: []string{"rdma/eth: 0/0 neither selects a port of this node"}},
+			want:     []string{"rdma/eth: 0/0 MISSING: neither the device plugin nor the pool selects a port of this node: run the dry run on a node the entry is for (a typo in its selectors looks the same)"},
+			problems: []string{"rdma/eth (pool eth) on node"}},
 		// The plugin matched the bonded functions' own netdevs; the node reports the bond.
 		{name: "ifNames of bonded ports", profile: "mixed-bond", input: `{"configList":[{"resourceName":"roce","rdmaHcaMax":4,"selectors":{"ifNames":["enp94s0f0np0","enp94s0f1np1"]}},` +
 			`{"resourceName":"ib","rdmaHcaMax":4,"selectors":{"linkTypes":["infiniband"],"ifNames":["ibp24s0"]}}]}`,
