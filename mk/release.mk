@@ -12,6 +12,8 @@ CHART_PACKAGE := $(CHART_OUT)/rdma-dra-driver-$(VERSION).tgz
 # The chart goes to $(CHART_REGISTRY)/rdma-dra-driver:$(VERSION), e.g.
 # oci://ghcr.io/rdma-dra/charts/rdma-dra-driver.
 CHART_REGISTRY ?= oci://$(REGISTRY)/charts
+# More flags of helm push, e.g. --plain-http for a registry without TLS.
+HELM_PUSH_FLAGS ?=
 CHART_DIGEST_FILE := $(CHART_OUT)/pushed-digest
 # syft writes the SBOMs and cosign signs, both built from the Go module proxy at these
 # versions like helm (manifests.mk); SYFT= or COSIGN= use another binary.
@@ -64,7 +66,7 @@ chart-package: $(HELM_DEP) ## package the chart into _output/chart/rdma-dra-driv
 .PHONY: chart-push
 chart-push: chart-package ## push the packaged chart to $(CHART_REGISTRY) as an OCI artifact (helm registry login first, or a docker login); its digest goes to $(CHART_DIGEST_FILE)
 	@set -o pipefail; rm -f $(CHART_DIGEST_FILE); \
-	$(HELM) push $(CHART_PACKAGE) $(CHART_REGISTRY) 2>&1 | tee $(CHART_OUT)/push.log; \
+	$(HELM) push $(HELM_PUSH_FLAGS) $(CHART_PACKAGE) $(CHART_REGISTRY) 2>&1 | tee $(CHART_OUT)/push.log; \
 	sed -n 's/^Digest: *\(sha256:[0-9a-f]\{64\}\)$$/\1/p' $(CHART_OUT)/push.log >$(CHART_DIGEST_FILE); \
 	[ -s $(CHART_DIGEST_FILE) ] || { echo "helm push printed no digest (see $(CHART_OUT)/push.log)" >&2; exit 1; }
 
