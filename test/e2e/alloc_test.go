@@ -138,8 +138,8 @@ var ibRails = []string{"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3", "mlx5_4", "mlx5_5
 // TestLegacyExtendedResource runs unchanged device-plugin-era pods: one unit gives every
 // rail, as k8s-rdma-shared-dev-plugin did; the third pod waits (maxPods 2). While legacy
 // pods hold the rails a whole-port claim on one of them waits, a share of it and a whole
-// RoCE port do not; once they are gone the whole port is allocated, and then a new legacy
-// pod waits for it.
+// RoCE port do not; once they (and the share) are gone the whole port is allocated, and
+// then a new legacy pod waits for it.
 func TestLegacyExtendedResource(t *testing.T) {
 	env.NeedMockNode(t)
 	// The API server drops extendedResourceName when DRAExtendedResource is off, as it is
@@ -199,8 +199,8 @@ func TestLegacyExtendedResource(t *testing.T) {
 	env.WaitReport(t, ns, "whole-roce")
 	assertAllocated(t, ns, "whole-roce", "hca=mlx5-8-p1")
 
-	t.Log("once the legacy pods are gone, the whole rail is allocated; then a legacy pod waits for it")
-	for _, name := range []string{"legacy-a", "legacy-b", "legacy-c"} {
+	t.Log("once the legacy pods and the share are gone, the waiting whole rail is allocated; then a legacy pod waits for it")
+	for _, name := range []string{"legacy-a", "legacy-b", "legacy-c", "rail-share"} {
 		env.DeletePod(t, ns, name)
 	}
 	env.WaitReport(t, ns, "whole-rail")
