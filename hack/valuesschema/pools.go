@@ -24,8 +24,9 @@ var poolValues = []poolValue{
 	{path: "pools.exclusive", fields: []string{"selectors", "cel", "extendedResourceName", "config"}},
 	{path: "pools.extra[]", fields: []string{"mode", "selectors", "cel", "extendedResourceName", "config"}},
 	// Its ports are selected by the node configuration (nodeConfigSelector), not by the
-	// pool's selectors.
-	{path: "pools.legacy", fields: []string{"extendedResourceName", "config"}},
+	// pool's selectors, and its config schema is written by hand: stricter than the CRD's
+	// (a legacy device attaches no network).
+	{path: "pools.legacy", fields: []string{"extendedResourceName"}},
 }
 
 // renderedWhenEmpty are the spec fields templates/pools.yaml writes even when empty. It
