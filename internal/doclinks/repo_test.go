@@ -192,3 +192,66 @@ func TestContributingListsMakeTargets(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeTestCommands: the README's test commands are what .ci/run runs, so that the
+// commands a contributor copies are the ones CI holds the project to. Both sides are
+// compared as sets of make invocations (the README joins goals that take no variables).
+func TestReadmeTestCommands(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci, err := os.ReadFile(filepath.Join(root, ".ci", "run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(readme), "<!-- tests: the commands of .ci/run -->")
+	if !ok {
+		t.Fatal("README.md has no block marked <!-- tests: the commands of .ci/run -->")
+	}
+	block, _, _ = strings.Cut(strings.TrimPrefix(strings.TrimSpace(block), "```console"), "```")
+	var fromReadme []string
+	for line := range strings.Lines(block) {
+		if line = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "$")); line != "" {
+			fromReadme = append(fromReadme, makeInvocations(line)...)
+		}
+	}
+	var fromCI []string
+	for line := range strings.Lines(string(ci)) {
+		if line = strings.TrimSpace(line); strings.HasPrefix(line, "make ") || makeWithEnvRE.MatchString(line) {
+			fromCI = append(fromCI, makeInvocations(line)...)
+		}
+	}
+	slices.Sort(fromReadme)
+	slices.Sort(fromCI)
+	if !slices.Equal(fromReadme, fromCI) {
+		t.Errorf("README.md's test commands differ from .ci/run's:\nREADME: %q\n.ci/run: %q", fromReadme, fromCI)
+	}
+}
+
+// makeWithEnvRE matches a make command line that sets environment variables first.
+var makeWithEnvRE = regexp.MustCompile(`^([A-Z_]+=\S+ )+make `)
+
+// makeInvocations splits one command line into one invocation per goal, each with the
+// line's environment and variables: "make a b X=1" is "make a X=1" and "make b X=1".
+func makeInvocations(line string) []string {
+	var env, goals, vars []string
+	seenMake := false
+	for _, f := range strings.Fields(line) {
+		switch {
+		case f == "make":
+			seenMake = true
+		case !seenMake:
+			env = append(env, f)
+		case strings.Contains(f, "="):
+			vars = append(vars, f)
+		default:
+			goals = append(goals, f)
+		}
+	}
+	var out []string
+	for _, g := range goals {
+		out = append(out, strings.Join(slices.Concat(env, []string{"make", g}, vars), " "))
+	}
+	return out
+}
