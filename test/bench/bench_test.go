@@ -29,10 +29,11 @@ func fixtures(tb testing.TB) (*discovery.Inventory, map[string]*resourceapi.Devi
 
 // BenchmarkAllocate1000Nodes is alloc_ms_per_pod_1000_nodes: the scheduler's DRA work
 // for one pod with a one-share claim over 1000 8-port nodes that are 80% full, for the
-// default model and the legacy models side by side. One op is one pod.
+// default model and the legacy models side by side, and the default model with a legacy
+// resource of every port (migrated nodes). One op is one pod.
 func BenchmarkAllocate1000Nodes(b *testing.B) {
 	inv, classes := fixtures(b)
-	for _, v := range append([]Variant{DefaultVariant}, comparedVariants...) {
+	for _, v := range append([]Variant{DefaultVariant, legacyResourceVariant}, comparedVariants...) {
 		b.Run(v.Name, func(b *testing.B) {
 			c, err := newCluster(inv, v, 1000, Fill, classes)
 			if err != nil {

@@ -28,6 +28,9 @@ type Variant struct {
 	// Shares is the shared capacity of a port (the default model) or the number of
 	// single-share devices of a port (legacy).
 	Shares int `json:"shares"`
+	// LegacyResource adds a legacy resource of every port (nodeconfig.LegacyResource):
+	// one more device per node, and the ports' counters in one legacy counter set.
+	LegacyResource bool `json:"legacyResource,omitempty"`
 }
 
 // DefaultVariant is what a node publishes without a node configuration.
@@ -42,9 +45,17 @@ var comparedVariants = []Variant{
 	{Name: "legacy, 64 share devices", Legacy: true, Shares: 64},
 }
 
+// legacyResourceVariant is the default model on nodes that also keep a device plugin's
+// unit (a legacy resource of every port): what migrated nodes publish. It is measured
+// beside DefaultVariant by BenchmarkAllocate1000Nodes, not in the report.
+var legacyResourceVariant = Variant{Name: "partitionable, 16 shares, legacy resource", Shares: nodeconfig.DefaultShares, LegacyResource: true}
+
 // options are the devicemodel options of the variant for one node.
 func (v Variant) options(node string) devicemodel.Options {
 	cfg := nodeconfig.Config{Shares: v.Shares, Legacy: nodeconfig.LegacyConfig{Mode: nodeconfig.LegacyModeShared, Shares: v.Shares}}
+	if v.LegacyResource {
+		cfg.LegacyResources = []nodeconfig.LegacyResource{{Name: "hca-shared-devices-a"}}
+	}
 	cfg.SetDefaults()
 	return devicemodel.Options{NodeName: node, Legacy: v.Legacy, Config: cfg}
 }
