@@ -105,8 +105,8 @@ func (n *Node) expectedNetdev(d *RDMADevice, port *Port) string {
 	return name
 }
 
-// expectedGIDIndex is sysfs.md's rule: the lowest RoCE v2 IPv4-mapped entry, else the
-// lowest RoCE v2 global IPv6 entry, else none.
+// expectedGIDIndex is sysfs.md's rule: the lowest RoCE v2 IPv4-mapped entry that is not
+// link-local (169.254/16), else the lowest RoCE v2 global IPv6 entry, else none.
 func expectedGIDIndex(gids []GID) *int {
 	v4, v6 := -1, -1
 	for _, g := range gids {
@@ -115,6 +115,9 @@ func expectedGIDIndex(gids []GID) *int {
 		}
 		switch {
 		case g.GID.Is4In6():
+			if g.GID.Unmap().IsLinkLocalUnicast() {
+				continue
+			}
 			if v4 < 0 || g.Index < v4 {
 				v4 = g.Index
 			}

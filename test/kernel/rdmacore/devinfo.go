@@ -213,12 +213,12 @@ var StateNames = map[int]string{0: "NOP", 1: "DOWN", 2: "INIT", 3: "ARMED", 4: "
 var PhysStateNames = map[int]string{1: "Sleep", 2: "Polling", 3: "Disabled", 4: "PortConfigurationTraining", 5: "LinkUp", 6: "LinkErrorRecovery", 7: "Phy Test"}
 
 // RoCEv2GIDIndex applies the driver's documented GID index rule (docs/sysfs.md) to
-// a table as ibv_devinfo prints it: the lowest RoCE v2 entry with an IPv4 address, else
-// the lowest with a global IPv6 address; -1 for none. It is written here again, from the
+// a table as ibv_devinfo prints it: the lowest RoCE v2 entry with an IPv4 address that is
+// not link-local (169.254/16), else the lowest with a global IPv6 address; -1 for none. It is written here again, from the
 // rule's text, so that the driver's implementation is checked, not reused.
 func RoCEv2GIDIndex(gids []GID) int {
 	for _, g := range gids {
-		if g.Type == "RoCE v2" && g.Addr.Is4In6() {
+		if g.Type == "RoCE v2" && g.Addr.Is4In6() && !g.Addr.Unmap().IsLinkLocalUnicast() {
 			return g.Index
 		}
 	}

@@ -82,6 +82,7 @@ func TestRoCEv2GIDIndex(t *testing.T) {
 		{"RoCE v1 does not count", []GID{gid(0, "::ffff:10.0.0.1", "RoCE v1"), gid(1, "::ffff:10.0.0.1", "RoCE v2")}, 1},
 		{"global IPv6 when no IPv4", []GID{gid(0, "fe80::1", "RoCE v2"), gid(3, "2001:db8::1", "RoCE v2")}, 3},
 		{"link-local only", []GID{gid(0, "fe80::1", "RoCE v2")}, -1},
+		{"IPv4 link-local does not count", []GID{gid(0, "::ffff:169.254.3.4", "RoCE v2"), gid(1, "2001:db8::1", "RoCE v2")}, 1},
 		{"empty", nil, -1},
 	} {
 		if got := RoCEv2GIDIndex(tc.gids); got != tc.want {
