@@ -1,5 +1,6 @@
 // Command rdma-dra is the operator's CLI: what a node has, what it would publish, mock
-// nodes for demos and tests, and the migration from the device plugins.
+// nodes for demos and tests, and the migration from the device plugins. Most commands read
+// the node only; doctor and migrate also read the cluster when given one (docs/cli.md).
 //
 // Exit status: 0 success, 1 failure (a file or node that cannot be read), 2 usage error
 // (flags, arguments, input that cannot be converted faithfully). docs/cli.md lists them.

@@ -1,9 +1,11 @@
-// Package doctor checks a node's prerequisites for the rdma.dra.io driver, node-local only:
+// Package doctor checks a node's prerequisites for the rdma.dra.io driver: on the node,
 // kernel modules, RDMA devices and their character devices, port states, the RDMA netns
 // mode, RoCE GIDs, GPUDirect RDMA, and the container runtime's CDI, NRI and memlock
-// settings. Each check is a small function over a Host, a view of the node through
-// configurable roots (sysfs, /dev, /proc, config files), so that tests run the real checks
-// against fake trees. Checks only read; nothing on the node is changed.
+// settings; with a cluster (cluster.go), the API server's and kubelet's versions, the DRA
+// API and whether the server keeps the device model's fields (a dry-run create of the
+// node's ResourceSlices). Each node check is a small function over a Host, a view of the
+// node through configurable roots (sysfs, /dev, /proc, config files), so that tests run
+// the real checks against fake trees. Checks only read; nothing is changed.
 package doctor
 
 import (
