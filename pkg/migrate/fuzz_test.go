@@ -6,6 +6,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	v1alpha1 "github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
 )
 
 // FuzzMigrate feeds arbitrary files to both converters: the input is an operator's file,
@@ -44,6 +47,45 @@ func FuzzMigrate(f *testing.F) {
 			}
 			if _, err := WriteYAML(res.Pools); err != nil {
 				t.Errorf("%s: write pools: %v", name, err)
+			}
+			// The node side of every legacy pool is there and the kubelet plugin takes it.
+			if len(res.LegacyResources) <= nodeconfig.MaxLegacyResources {
+				if _, err := NodeConfig(nil, res.LegacyResources); err != nil {
+					t.Errorf("%s: node side: %v", name, err)
+				}
+			}
+			for _, p := range res.Pools {
+				if p.Spec.Mode == v1alpha1.PoolModeLegacy && !slices.ContainsFunc(res.LegacyResources, func(lr nodeconfig.LegacyResource) bool { return lr.Name == p.Name }) {
+					t.Errorf("%s: legacy pool %s without its legacyResources entry", name, p.Name)
+				}
+			}
+		}
+	})
+}
+
+// FuzzNodeSide merges legacy resources into arbitrary chart values, the operator's file:
+// an error or a file the kubelet plugin reads with every resource in it, never a panic.
+func FuzzNodeSide(f *testing.F) {
+	for _, seed := range []string{"", "nodeConfig: {}\n", "# c\nnodeConfig:\n  shares: 8\n  legacyResources:\n  - name: a\n    maxPods: 1\n",
+		"nodeConfig: [1]\n", "nodeConfig:\n  legacyResources: x\n", "- a\n", "a: &x {b: *x}\n"} {
+		f.Add([]byte(seed))
+	}
+	resources := []nodeconfig.LegacyResource{{Name: "a", MaxPods: 63, Selectors: nodeconfig.Selector{Vendors: []string{"15b3"}}}, {Name: "b", MaxPods: 2}}
+	f.Fuzz(func(t *testing.T, base []byte) {
+		if _, err := Values(base, resources); err != nil {
+			return
+		}
+		out, err := NodeConfig(base, resources)
+		if err != nil {
+			return
+		}
+		cfg, err := nodeconfig.Parse(out)
+		if err != nil {
+			t.Fatalf("the kubelet plugin refuses the node config written over %q: %v\n%s", base, err, out)
+		}
+		for _, r := range resources {
+			if !slices.ContainsFunc(cfg.LegacyResources, func(lr nodeconfig.LegacyResource) bool { return lr.Name == r.Name && lr.MaxPods == r.MaxPods }) {
+				t.Errorf("node config over %q lacks %s:\n%s", base, r.Name, out)
 			}
 		}
 	})
