@@ -215,18 +215,22 @@ type outFile struct {
 // nodeSide renders the node side of the legacy pools for --values-out and
 // --node-config-out, over the chart values.
 func nodeSide(cfg *migrateConfig, values []byte, res *migrate.Result) ([]outFile, error) {
+	base := cfg.chartValuesFile
+	if base == "" {
+		base = "the node side"
+	}
 	var files []outFile
 	if cfg.valuesOut != "" {
 		data, err := migrate.Values(values, res.LegacyResources)
 		if err != nil {
-			return nil, cliflags.Usagef("%s: %v", cfg.chartValuesFile, err)
+			return nil, cliflags.Usagef("%s: %v", base, err)
 		}
 		files = append(files, outFile{cfg.valuesOut, data})
 	}
 	if cfg.nodeConfigOut != "" {
 		data, err := migrate.NodeConfig(values, res.LegacyResources)
 		if err != nil {
-			return nil, cliflags.Usagef("%s: %v", cfg.chartValuesFile, err)
+			return nil, cliflags.Usagef("%s: %v", base, err)
 		}
 		files = append(files, outFile{cfg.nodeConfigOut, data})
 	}

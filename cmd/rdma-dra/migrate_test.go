@@ -102,6 +102,7 @@ func TestMigrateExitStatus(t *testing.T) {
 	pfAndVFs := write("pf.json", `{"resourceList":[{"resourceName":"pf","selectors":{"pciAddresses":["0000:3b:00.0","0000:3b:00.2"],"isRdma":true}}]}`)
 	foreign := write("existing.yaml", "kind: DeviceClass\nmetadata: {name: rdma-shared-device-a}\nspec: {extendedResourceName: rdma/rdma_shared_device_a}\n")
 	values := write("values.yaml", "# mine\nimage: {tag: v1}\nnodeConfig:\n  shares: 8\n")
+	badValues := write("bad-values.yaml", "nodeConfig: [1]\n")
 	valuesOut, nodeOut := filepath.Join(work, "values-out.yaml"), filepath.Join(work, "node-out.yaml")
 	dgx := writeProfile(t, "dgx-h100", "Y")
 	sriov := writeProfile(t, "sriov", "Y")
@@ -126,6 +127,8 @@ func TestMigrateExitStatus(t *testing.T) {
 				valuesOut: {"# mine\n", "image: {tag: v1}\n", "  shares: 8\n", "  legacyResources:\n    - name: rdma-shared-device-a\n      maxPods: 63\n"},
 				nodeOut:   {"version: v1alpha1\nshares: 8\nlegacyResources:\n  - name: rdma-shared-device-a\n    maxPods: 63\n"},
 			}},
+		{name: "chart values the node side cannot merge into", args: []string{"--from-shared-dev-plugin", rails, "--chart-values", badValues, "--values-out", valuesOut}, code: 2, noFiles: true,
+			stderrHas: []string{"rdma-dra: " + badValues + ": chart values nodeConfig: want a mapping, got a list\n"}},
 		{name: "legacy pools without their node side", args: []string{"--from-shared-dev-plugin", rails}, code: 2,
 			stderrHas: []string{"error: pools rdma-shared-device-a, rdma-shared-device-b: a legacy pool selects nothing on a node whose configuration lacks its legacyResources entry; write them with --values-out FILE",
 				"rdma-dra: 1 problem above; nothing written\n"}},
