@@ -3,7 +3,8 @@
 // the node only; doctor and migrate also read the cluster when given one (docs/cli.md).
 //
 // Exit status: 0 success, 1 failure (a file or node that cannot be read), 2 usage error
-// (flags, arguments, input that cannot be converted faithfully). docs/cli.md lists them.
+// (flags, arguments, input that cannot be converted faithfully), and for migrate 3 when
+// every problem is a widening a flag accepts by name. docs/cli.md lists them.
 package main
 
 import (
