@@ -13,8 +13,9 @@ import (
 
 // Bounds and defaults of a legacy resource.
 const (
-	// DefaultLegacyPods is MaxPods when an entry does not say: the default rdmaHcaMax of
-	// k8s-rdma-shared-dev-plugin, whose unit a legacy resource keeps.
+	// DefaultLegacyPods is MaxPods when an entry does not say. k8s-rdma-shared-dev-plugin
+	// has no default (its rdmaHcaMax is required; `rdma-dra migrate` copies it); 1000 is
+	// the value its documented examples use.
 	DefaultLegacyPods = 1000
 	// MaxLegacyPods bounds MaxPods. It is a scheduling budget, like Shares.
 	MaxLegacyPods = 65536
