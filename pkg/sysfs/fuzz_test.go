@@ -111,3 +111,19 @@ func FuzzParseIDs(f *testing.F) {
 		_, _ = ParseBondSlaves(s)
 	})
 }
+
+func FuzzParseCounter(f *testing.F) {
+	for _, s := range []string{"0", "237159415345822", "18446744073709551615", "18446744073709551616", "N/A (no PMA)", "-1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		v, err := ParseCounter(s)
+		if err != nil {
+			return
+		}
+		// What it accepts is exactly what strconv reads as a plain unsigned decimal.
+		if w, werr := strconv.ParseUint(s, 10, 64); werr != nil || w != v || strings.ContainsAny(s, "+_") {
+			t.Fatalf("ParseCounter(%q) = %d; strconv says %d, %v", s, v, w, werr)
+		}
+	})
+}

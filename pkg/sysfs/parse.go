@@ -3,6 +3,7 @@ package sysfs
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -270,6 +271,31 @@ func ParseDecimal(s string) (int, error) {
 		return 0, syntaxError(s, "a non-negative decimal number")
 	}
 	return n, nil
+}
+
+// ParseCounter parses a port counter (ports/<p>/counters/<name> and
+// ports/<p>/hw_counters/<name>): an unsigned decimal number of up to 64 bits, as the
+// kernel prints it (%u, %llu). Anything else, such as the "N/A (no PMA)" the kernel
+// prints when the adapter does not answer the query, is a syntax error. It takes the
+// bytes of a read as well as a string, so that a reader of hundreds of counters per scrape
+// need not copy each one.
+func ParseCounter[T string | []byte](s T) (uint64, error) {
+	if len(s) == 0 || len(s) > 20 {
+		return 0, syntaxError(string(s), "an unsigned decimal number of up to 64 bits")
+	}
+	var v uint64
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, syntaxError(string(s), "an unsigned decimal number of up to 64 bits")
+		}
+		d := uint64(c - '0')
+		if v > (math.MaxUint64-d)/10 {
+			return 0, syntaxError(string(s), "an unsigned decimal number of up to 64 bits")
+		}
+		v = v*10 + d
+	}
+	return v, nil
 }
 
 // ParseIfName parses a file that holds a network interface name (gid_attrs/ndevs/<i>,

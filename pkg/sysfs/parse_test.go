@@ -321,6 +321,40 @@ func TestParseDecimal(t *testing.T) {
 	}
 }
 
+func TestParseCounter(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    uint64
+		wantErr bool
+	}{
+		{in: "0", want: 0},
+		{in: "255", want: 255},
+		{in: "237159415345822", want: 237159415345822},
+		{in: "18446744073709551615", want: 1<<64 - 1},
+		{in: "18446744073709551616", wantErr: true}, // one more than 64 bits hold
+		{in: "99999999999999999999", wantErr: true},
+		{in: "000000000000000000001", wantErr: true}, // longer than any value the kernel prints
+		{in: "N/A (no PMA)", wantErr: true},
+		{in: "-1", wantErr: true},
+		{in: "+1", wantErr: true},
+		{in: " 1", wantErr: true},
+		{in: "1\n", wantErr: true},
+		{in: "0x10", wantErr: true},
+		{in: "", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := ParseCounter(tt.in)
+			checkParse(t, tt.in, got, err, tt.want, tt.wantErr)
+			// The bytes of a read parse the same.
+			gotBytes, errBytes := ParseCounter([]byte(tt.in))
+			if gotBytes != got || (errBytes == nil) != (err == nil) {
+				t.Errorf("ParseCounter([]byte(%q)) = %d, %v; the string gives %d, %v", tt.in, gotBytes, errBytes, got, err)
+			}
+		})
+	}
+}
+
 func TestParseNames(t *testing.T) {
 	long := strings.Repeat("a", 16)
 	tests := []struct {
