@@ -136,6 +136,13 @@ network:
 		{name: "zero shares mean the defaults", value: "{shares: 0, legacy: {shares: 0}}", valid: true},
 		{name: "shares written as a float", value: "{shares: 8.0}", valid: true},
 		{name: "empty lists", value: "{include: [], exclude: [{}], network: {addressPools: []}}", valid: true},
+		{name: "fabric readiness", value: "{fabricReadiness: {enabled: true, include: [{linkTypes: [IB]}], exclude: [{ibdevs: [mlx5_9]}], timeoutSeconds: 120}}", valid: true},
+		{name: "fabric timeout zero is the default", value: "{fabricReadiness: {timeoutSeconds: 0}}", valid: true},
+		{name: "fabric timeout at the bound", value: fmt.Sprintf("{fabricReadiness: {timeoutSeconds: %d}}", nodeconfig.MaxFabricTimeoutSeconds), valid: true},
+		{name: "fabric timeout one too many", value: fmt.Sprintf("{fabricReadiness: {timeoutSeconds: %d}}", nodeconfig.MaxFabricTimeoutSeconds+1), schemaAt: "/fabricReadiness/timeoutSeconds", pluginErr: "fabricReadiness.timeoutSeconds"},
+		{name: "fabric timeout negative", value: "{fabricReadiness: {timeoutSeconds: -5}}", schemaAt: "/fabricReadiness/timeoutSeconds", pluginErr: "fabricReadiness.timeoutSeconds"},
+		{name: "fabric enabled as a string", value: `{fabricReadiness: {enabled: "yes"}}`, schemaAt: "/fabricReadiness/enabled", pluginErr: "fabricReadiness.enabled"},
+		{name: "fabric selector misspelt", value: "{fabricReadiness: {include: [{linkType: [IB]}]}}", schemaAt: "/fabricReadiness/include/0", pluginErr: "fabricReadiness.include[0].linkType"},
 
 		// Wrong types.
 		{name: "shares as a string", value: `{shares: "8"}`, schemaAt: "/shares", pluginErr: "shares"},
@@ -395,7 +402,7 @@ func TestNodeConfigSchemaMatchesTypes(t *testing.T) {
 			if !slices.Equal(goRequired, required) {
 				t.Errorf("%s: Go fields without omitempty %v, schema required %v", path, goRequired, required)
 			}
-		case reflect.String, reflect.Int:
+		case reflect.String, reflect.Int, reflect.Bool:
 			if s["type"] == nil && s["enum"] == nil {
 				t.Errorf("%s: the schema says neither type nor enum", path)
 			}

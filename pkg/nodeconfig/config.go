@@ -85,6 +85,10 @@ type Config struct {
 	// is published as one device that stands for every published port its selectors
 	// match on the node, shared by up to MaxPods claims (legacy.go).
 	LegacyResources []LegacyResource `json:"legacyResources,omitempty"`
+
+	// FabricReadiness makes the pods of some ports wait, before they are bound, until the
+	// port is ready for traffic (fabric.go).
+	FabricReadiness FabricReadiness `json:"fabricReadiness,omitempty"`
 }
 
 // LegacyConfig configures the legacy device model.
@@ -155,6 +159,7 @@ func (c *Config) SetDefaults() {
 	}
 	c.setLegacyResourceDefaults()
 	c.setNetworkDefaults()
+	c.setFabricDefaults()
 }
 
 // Parse decodes a YAML or JSON configuration strictly (an unknown or duplicated field

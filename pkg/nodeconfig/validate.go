@@ -45,6 +45,7 @@ func (c *Config) Validate() field.ErrorList {
 	}
 	errs = append(errs, c.validateLegacyResources()...)
 	errs = append(errs, c.validateNetwork()...)
+	errs = append(errs, c.validateFabric()...)
 	return errs
 }
 
