@@ -107,6 +107,9 @@ type Device struct {
 	// PortKey is the name of the port's exclusive device: devices with the same
 	// PortKey hand out the same port.
 	PortKey string
+	// FabricGated is true when the device carries the binding conditions of fabric
+	// readiness (FabricReadyCondition): the node configuration gates one of its ports.
+	FabricGated bool
 	// Attributes are the device's attributes as published (names of the driver's own
 	// domain unqualified when the driver runs under it). The map is shared with the
 	// other devices of the port in the same mode: read it, never write it.
@@ -207,6 +210,7 @@ func Build(inv *discovery.Inventory, opts Options) (*Result, error) {
 		}
 	}
 	groups = append(groups, legacyGroups...)
+	gateFabric(groups, res.Devices, &opts.Config.FabricReadiness)
 
 	res.Resources = resourceslice.DriverResources{
 		Pools: map[string]resourceslice.Pool{opts.PoolName: {Slices: pack(groups)}},
