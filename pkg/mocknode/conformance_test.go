@@ -26,6 +26,7 @@ var (
 	reBDF      = regexp.MustCompile(`^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`)
 	rePCIPath  = regexp.MustCompile(`^devices/pci[0-9a-f]{4}:[0-9a-f]{2}(/[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])+$`)
 	reNodeType = regexp.MustCompile(`^\d+: [A-Z]+$`)
+	reCounter  = regexp.MustCompile(`^(0|[1-9][0-9]{0,19})$`)
 )
 
 // checker walks a written tree and collects every violation of sysfs.md.
@@ -229,6 +230,33 @@ func (c *checker) port(rel string) {
 	for _, i := range c.list(rel + "/pkeys") {
 		c.match(rel+"/pkeys/"+i, reHex4)
 	}
+	c.counters(rel)
+}
+
+// counters checks a port's counter directories, where the port has them: every file an
+// unsigned decimal, the extended data and packet counters present in counters/, and
+// lifespan beside the driver's own counters in hw_counters/.
+func (c *checker) counters(rel string) {
+	if _, err := os.Stat(filepath.Join(c.root, rel, "counters")); err == nil {
+		names := c.list(rel + "/counters")
+		for _, f := range names {
+			c.match(rel+"/counters/"+f, reCounter)
+		}
+		for _, f := range []string{"port_xmit_data", "port_rcv_data", "port_xmit_packets", "port_rcv_packets", "symbol_error", "link_downed"} {
+			if !slices.Contains(names, f) {
+				c.fail("%s/counters lacks %s", rel, f)
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join(c.root, rel, "hw_counters")); err == nil {
+		names := c.list(rel + "/hw_counters")
+		for _, f := range names {
+			c.match(rel+"/hw_counters/"+f, reCounter)
+		}
+		if !slices.Contains(names, "lifespan") || len(names) < 2 {
+			c.fail("%s/hw_counters: %v, want the driver's counters and lifespan", rel, names)
+		}
+	}
 }
 
 func (c *checker) chardevs() {
@@ -324,6 +352,12 @@ func TestCheckerCatches(t *testing.T) {
 		{"attributes of an unused gid", func(r string) error {
 			return os.WriteFile(filepath.Join(r, "class/infiniband/mlx5_1/ports/1/gid_attrs/types/9"), []byte("RoCE v2\n"), 0o644)
 		}, "unused gid 9"},
+		{"counter not a number", func(r string) error {
+			return os.WriteFile(filepath.Join(r, "class/infiniband/mlx5_0/ports/1/counters/link_downed"), []byte("N/A (no PMA)\n"), 0o644)
+		}, "link_downed"},
+		{"counter too long for 64 bits", func(r string) error {
+			return os.WriteFile(filepath.Join(r, "class/infiniband/mlx5_1/ports/1/hw_counters/np_cnp_sent"), []byte("123456789012345678901\n"), 0o644)
+		}, "np_cnp_sent"},
 		{"link leaving the root", func(r string) error {
 			return os.Symlink("../../../../etc", filepath.Join(r, "class/net/escape"))
 		}, "leaves the root"},

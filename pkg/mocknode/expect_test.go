@@ -57,6 +57,7 @@ var specToInventory = map[string][]string{
 	"mocknode.Port.gidTableSize": {}, // discovery must not care about the table's length
 	"mocknode.Port.gids":         {"discovery.Port.gid_index", "discovery.Port.port_guid", "discovery.Port.netdev"},
 	"mocknode.Port.pkeys":        {}, // partitions are not published
+	"mocknode.Port.counters":     {}, // traffic counters are metrics, never inventory
 
 	// The GID table itself is not in the inventory (discover --gids reads it apart); what
 	// it decides is Port.gids's.

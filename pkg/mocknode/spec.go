@@ -109,6 +109,11 @@ type Port struct {
 	GIDs []GID `json:"gids,omitempty"`
 	// PKeys is the P_Key table; nil means the default table, a single 0xffff.
 	PKeys []uint16 `json:"pkeys,omitempty"`
+	// Counters sets the values of the port's counter files, by file name
+	// (link_downed, port_xmit_data, np_cnp_sent); each must be a file the port's
+	// driver has (counters.go) and fit its width. The others get plausible values
+	// derived from the port's name.
+	Counters map[string]uint64 `json:"counters,omitempty"`
 }
 
 // DefaultGIDTableSize is the GID table length written when a port does not say. Real

@@ -213,8 +213,15 @@ func validateRDMADevice(d *RDMADevice, fns map[string]*PCIFunction, netdevs map[
 	if len(d.Ports) == 0 {
 		add("no ports")
 	}
+	drivers := map[string]string{}
+	if f := fns[d.PCI]; f != nil {
+		drivers[d.PCI] = f.Driver
+	}
 	for i := range d.Ports {
 		for _, err := range validatePort(&d.Ports[i], i+1, len(d.Ports), netdevs) {
+			add("%w", err)
+		}
+		for _, err := range validateCounters(d, &d.Ports[i], drivers) {
 			add("%w", err)
 		}
 	}

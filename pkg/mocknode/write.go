@@ -257,6 +257,10 @@ func (n *Node) layoutRDMA(t *tree, p *paths) {
 			t.link(path.Join(dir, "device"), p.function(d.PCI))
 		}
 	}
+	drivers := make(map[string]string, len(n.PCIFunctions))
+	for _, f := range n.PCIFunctions {
+		drivers[f.Address] = f.Driver
+	}
 	for i := range n.RDMADevices {
 		d := &n.RDMADevices[i]
 		dir := p.owner(d.PCI, "infiniband", d.Name)
@@ -281,7 +285,9 @@ func (n *Node) layoutRDMA(t *tree, p *paths) {
 		}
 		t.file(path.Join(dir, "node_type"), nodeType)
 		for j := range d.Ports {
-			layoutPort(t, path.Join(dir, "ports", strconv.Itoa(d.Ports[j].Number)), &d.Ports[j])
+			portDir := path.Join(dir, "ports", strconv.Itoa(d.Ports[j].Number))
+			layoutPort(t, portDir, &d.Ports[j])
+			layoutCounters(t, portDir, d, &d.Ports[j], drivers)
 		}
 	}
 }
