@@ -134,7 +134,8 @@ func (e *Env) WaitPoolStatus(t *testing.T, name string, want PoolCounts) *v1alph
 
 // PoolClass checks that the DeviceClass of a pool is the controller's (label and
 // controller owner reference to the pool's UID) and selects with the CEL that
-// controller.PoolCEL generates for the pool's spec, and returns it.
+// controller.ClassCEL generates for the pool (its spec, and for a legacy pool its name),
+// and returns it.
 func (e *Env) PoolClass(ctx context.Context, pool *v1alpha1.RdmaPool) (*resourceapi.DeviceClass, error) {
 	dc, err := e.Client.ResourceV1().DeviceClasses().Get(ctx, pool.Name, metav1.GetOptions{})
 	if err != nil {
@@ -147,7 +148,7 @@ func (e *Env) PoolClass(ctx context.Context, pool *v1alpha1.RdmaPool) (*resource
 	if owner == nil || owner.Kind != v1alpha1.RdmaPoolKind || owner.Name != pool.Name || owner.UID != pool.UID {
 		return nil, fmt.Errorf("DeviceClass %s: controller owner %+v, want RdmaPool %s uid %s", dc.Name, owner, pool.Name, pool.UID)
 	}
-	want, err := controller.PoolCEL(DriverName, &pool.Spec)
+	want, err := controller.ClassCEL(DriverName, pool)
 	if err != nil {
 		return nil, fmt.Errorf("CEL of pool %s: %w", pool.Name, err)
 	}
