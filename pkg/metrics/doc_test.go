@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rdma-dra/rdma-dra-driver/internal/metricsdoc"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/portcounters"
 )
 
 // TestDocMetricTables keeps the metric tables of the docs and the registered metrics one
@@ -31,12 +32,17 @@ func TestDocMetricTables(t *testing.T) {
 	m.SetClaimStatusPending(1)
 	m.ObserveClaimStatusLag(time.Millisecond)
 	m.ObserveAttach(errors.New("attach"), time.Millisecond)
-
-	var names []string
-	for _, r := range m.registerables() {
-		names = append(names, r.FQName())
+	m.SetPortFlapping("mlx5_0", 1, true)
+	m.ObservePortCounterRead(portcounters.Reading{Errors: 1})
+	// Every port counter family gets a series too.
+	reading := twoPorts()
+	for i := range portcounters.NumCounters {
+		reading.Ports[0].Has[i] = true
 	}
-	served, err := metricsdoc.Served(m.Registry(), names)
+	m.ServePortCounters("node-1", &fakeSource{reading: reading, stale: true,
+		claims: []PortClaim{{IBDev: "mlx5_0", Port: 1, Namespace: "ns", Name: "claim", Exclusive: true}}})
+
+	served, err := metricsdoc.Served(m.Registry(), m.Names())
 	if err != nil {
 		t.Fatal(err)
 	}

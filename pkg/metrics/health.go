@@ -14,6 +14,7 @@ var PortStates = []string{"NOP", "DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFE
 // healthMetrics are the metrics of port health and republishing.
 type healthMetrics struct {
 	portState         *metrics.GaugeVec
+	portFlapping      *metrics.GaugeVec
 	republishes       *metrics.CounterVec
 	republishLatency  *metrics.Histogram
 	dampedRepublishes *metrics.Counter
@@ -28,6 +29,10 @@ func newHealthMetrics() healthMetrics {
 			Namespace: Namespace, Name: "port_state", StabilityLevel: Stability,
 			Help: "1 for the logical state each RDMA port is in, 0 for the others; device is the RDMA device (ibdev).",
 		}, []string{"device", "port", "state"}),
+		portFlapping: metrics.NewGaugeVec(&metrics.GaugeOpts{
+			Namespace: Namespace, Name: "port_flapping", StabilityLevel: Stability,
+			Help: "1 while the RDMA port's devices carry the rdma.dra.io/port-flapping taint (link_downed or symbol_error rose over the node's thresholds), 0 otherwise; device is the RDMA device (ibdev).",
+		}, []string{"device", "port"}),
 		republishes: metrics.NewCounterVec(&metrics.CounterOpts{
 			Namespace: Namespace, Name: "republish_total", StabilityLevel: Stability,
 			Help: "ResourceSlices republished after a change, by what noticed it (poll, netlink, rescan, fallback).",
@@ -47,7 +52,7 @@ func newHealthMetrics() healthMetrics {
 }
 
 func (h healthMetrics) registerables() []metrics.Registerable {
-	return []metrics.Registerable{h.portState, h.republishes, h.republishLatency, h.dampedRepublishes}
+	return []metrics.Registerable{h.portState, h.portFlapping, h.republishes, h.republishLatency, h.dampedRepublishes}
 }
 
 // makeSeries makes the series that exist before the first republish; only a registered
@@ -78,9 +83,20 @@ func (m *Plugin) SetPortState(ibdev string, port int, state string) {
 	}
 }
 
-// DeletePort removes the port_state series of a port that is gone.
+// DeletePort removes the port_state and port_flapping series of a port that is gone.
 func (m *Plugin) DeletePort(ibdev string, port int) {
-	m.portState.DeletePartialMatch(map[string]string{"device": ibdev, "port": strconv.Itoa(port)})
+	labels := map[string]string{"device": ibdev, "port": strconv.Itoa(port)}
+	m.portState.DeletePartialMatch(labels)
+	m.portFlapping.DeletePartialMatch(labels)
+}
+
+// SetPortFlapping sets the port_flapping series of one port.
+func (m *Plugin) SetPortFlapping(ibdev string, port int, flapping bool) {
+	v := 0.0
+	if flapping {
+		v = 1
+	}
+	m.portFlapping.WithLabelValues(ibdev, strconv.Itoa(port)).Set(v)
 }
 
 // Republished records a republish noticed by trigger.

@@ -50,6 +50,7 @@ type Plugin struct {
 	healthMetrics
 	statusMetrics
 	networkMetrics
+	portCounterMetrics
 }
 
 // NewPlugin creates the metrics and registers them, with the Go and process collectors,
@@ -108,11 +109,13 @@ func NewPlugin() *Plugin {
 			Namespace: Namespace, Name: "build_info", StabilityLevel: Stability,
 			Help: "Always 1; the labels describe the build.",
 		}, []string{"version", "git_commit", "go_version"}),
-		healthMetrics:  newHealthMetrics(),
-		statusMetrics:  newStatusMetrics(),
-		networkMetrics: newNetworkMetrics(),
+		healthMetrics:      newHealthMetrics(),
+		statusMetrics:      newStatusMetrics(),
+		networkMetrics:     newNetworkMetrics(),
+		portCounterMetrics: newPortCounterMetrics(),
 	}
 	m.registry.MustRegister(m.registerables()...)
+	m.registry.CustomMustRegister(m.portCounters)
 	// client_golang's own collectors have no stability level; Kubernetes registers them
 	// raw too (component-base's legacyregistry).
 	m.registry.RawMustRegister(
@@ -131,8 +134,8 @@ func NewPlugin() *Plugin {
 	return m
 }
 
-// registerables lists every metric of the plugin, the one list that NewPlugin registers
-// and TestDocMetricTables checks the docs against.
+// registerables lists every metric of the plugin but the port counter collector's
+// families, the one list that NewPlugin registers.
 func (m *Plugin) registerables() []metrics.Registerable {
 	r := []metrics.Registerable{
 		m.prepare, m.unprepare, m.prepareLatency, m.unprepareLatency, m.devices,
@@ -141,7 +144,19 @@ func (m *Plugin) registerables() []metrics.Registerable {
 	}
 	r = append(r, m.healthMetrics.registerables()...)
 	r = append(r, m.statusMetrics.registerables()...)
-	return append(r, m.networkMetrics.registerables()...)
+	r = append(r, m.networkMetrics.registerables()...)
+	return append(r, m.portCounterMetrics.registerables()...)
+}
+
+// Names returns the name of every metric the plugin serves but the Go and process
+// collectors': the one list that the docs (TestDocMetricTables) and the Grafana
+// dashboard (deployments, TestDashboardMetrics) are checked against.
+func (m *Plugin) Names() []string {
+	var names []string
+	for _, r := range m.registerables() {
+		names = append(names, r.FQName())
+	}
+	return append(names, m.portCounters.names()...)
 }
 
 // Registry returns the registry holding the metrics.
