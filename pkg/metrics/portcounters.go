@@ -61,7 +61,7 @@ var PortCounterFamilies = [portcounters.NumCounters]PortCounterFamily{
 
 // Names of the port counter collector's other families, without the namespace.
 const (
-	PortHWStatName = "port_hw_stat_total"
+	PortHWStatName    = "port_hw_stat_total"
 	PortClaimInfoName = "port_claim_info"
 )
 
