@@ -89,6 +89,10 @@ type Config struct {
 	// FabricReadiness makes the pods of some ports wait, before they are bound, until the
 	// port is ready for traffic (fabric.go).
 	FabricReadiness FabricReadiness `json:"fabricReadiness,omitempty"`
+
+	// Health configures the kubelet plugin's port health checks beyond the port state:
+	// when a port is tainted as flapping (health.go).
+	Health HealthConfig `json:"health,omitempty"`
 }
 
 // LegacyConfig configures the legacy device model.

@@ -46,6 +46,7 @@ func (c *Config) Validate() field.ErrorList {
 	errs = append(errs, c.validateLegacyResources()...)
 	errs = append(errs, c.validateNetwork()...)
 	errs = append(errs, c.validateFabric()...)
+	errs = append(errs, c.validateHealth()...)
 	return errs
 }
 
