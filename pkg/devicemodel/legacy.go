@@ -3,6 +3,7 @@ package devicemodel
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/utils/ptr"
@@ -60,12 +61,14 @@ type legacyPlan struct {
 	refs    []*counterRef
 	byIBDev map[string]*counterRef
 	issues  []Issue
+	// flapping are the ports that flap (Options.Flapping).
+	flapping map[PortID]string
 }
 
 // planLegacy reserves the names of the legacy devices and counter sets before any port
 // takes them, and counts which RDMA devices the resources take.
 func planLegacy(ports []discovery.Port, netns discovery.NetnsMode, opts Options, usedNames map[string]string) *legacyPlan {
-	lp := &legacyPlan{extra: map[string]int{}, byIBDev: map[string]*counterRef{}}
+	lp := &legacyPlan{extra: map[string]int{}, byIBDev: map[string]*counterRef{}, flapping: opts.Flapping}
 	resources := opts.Config.LegacyResources
 	if len(resources) == 0 {
 		return lp
@@ -170,7 +173,7 @@ func (lp *legacyPlan) build(groups []portGroup, netns discovery.NetnsMode, drive
 			Capacity:                 sharesCapacity(r.MaxPods),
 			AllowMultipleAllocations: ptr.To(true),
 			ConsumesCounters:         consumes,
-			Taints:                   legacyTaints(covered),
+			Taints:                   legacyTaints(covered, lp.flapping),
 		}
 		devs.devices = append(devs.devices, d)
 		devs.meta[d.Name] = Device{Name: d.Name, Port: covered[0], Ports: covered, Mode: ModeLegacy, MaxShares: r.MaxPods,
@@ -205,16 +208,21 @@ func (lp *legacyPlan) consumption(covered []discovery.Port) ([]resourceapi.Devic
 	return out, nil
 }
 
-// legacyTaints taints a legacy device while any of its ports is not ACTIVE: a pod of the
-// device plugin's unit expects every port (rail), and one missing would silently cut its
-// bandwidth. The taint is that of the first such port.
-func legacyTaints(covered []discovery.Port) []resourceapi.DeviceTaint {
+// legacyTaints taints a legacy device while any of its ports is not ACTIVE or flaps: a
+// pod of the device plugin's unit expects every port (rail), and one missing would
+// silently cut its bandwidth. Each taint is that of the first port that has it; they are
+// sorted by key.
+func legacyTaints(covered []discovery.Port, flapping map[PortID]string) []resourceapi.DeviceTaint {
+	var out []resourceapi.DeviceTaint
 	for i := range covered {
-		if t := portTaints(&covered[i]); t != nil {
-			return t
+		for _, t := range portTaints(&covered[i], flapping) {
+			if !slices.ContainsFunc(out, func(o resourceapi.DeviceTaint) bool { return o.Key == t.Key }) {
+				out = append(out, t)
+			}
 		}
 	}
-	return nil
+	slices.SortFunc(out, func(a, b resourceapi.DeviceTaint) int { return strings.Compare(a.Key, b.Key) })
+	return out
 }
 
 // The attributes only legacy devices have; AttrMode, AttrLinkLayer and AttrRDMANetns

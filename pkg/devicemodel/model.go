@@ -61,6 +61,24 @@ const Counter = "hca"
 // value is the port state (DOWN, INIT, ...) or Unknown.
 const NotActiveTaintKey = AttributeDomain + "/port-not-active"
 
+// FlappingTaintKey is the taint of both devices of a port that flaps, whatever its state
+// now: its link went down repeatedly, or its lanes saw many symbol errors, within the
+// node's window (nodeconfig.FlappingConfig, pkg/health). Its value names what was seen,
+// FlappingLinkDowned or FlappingSymbolErrors; its effect is always NoSchedule.
+const FlappingTaintKey = AttributeDomain + "/port-flapping"
+
+// Values of the flapping taint.
+const (
+	FlappingLinkDowned   = "LinkDowned"
+	FlappingSymbolErrors = "SymbolErrors"
+)
+
+// PortID names one port of one RDMA device.
+type PortID struct {
+	IBDev string
+	Port  int
+}
+
 // Options configure Build.
 type Options struct {
 	// DriverName is the driver's name; default DefaultDriverName.
@@ -73,6 +91,9 @@ type Options struct {
 	Legacy bool
 	// Config is the node configuration; its zero value means nodeconfig.Default().
 	Config nodeconfig.Config
+	// Flapping are the ports to taint with FlappingTaintKey, with the taint's value;
+	// the health monitor decides (pkg/health).
+	Flapping map[PortID]string
 }
 
 // Result is what a node publishes.
@@ -398,17 +419,25 @@ func sharesCapacity(maxShares int) map[resourceapi.QualifiedName]resourceapi.Dev
 	}
 }
 
-// portTaints taints a port that is not ACTIVE, so that it stays visible (autoscalers
-// see the node's shape) but nothing is scheduled onto it.
-func portTaints(p *discovery.Port) []resourceapi.DeviceTaint {
-	if p.State == "ACTIVE" {
-		return nil
+// portTaints taints a port that is not ACTIVE or that flaps, so that it stays visible
+// (autoscalers see the node's shape) but nothing is scheduled onto it. The taints are
+// sorted by key.
+func portTaints(p *discovery.Port, flapping map[PortID]string) []resourceapi.DeviceTaint {
+	var taints []resourceapi.DeviceTaint
+	if value, ok := flapping[PortID{p.IBDev, p.Port}]; ok {
+		if value == "" || len(validation.IsValidLabelValue(value)) > 0 {
+			value = "Unknown"
+		}
+		taints = append(taints, resourceapi.DeviceTaint{Key: FlappingTaintKey, Value: value, Effect: resourceapi.DeviceTaintEffectNoSchedule})
 	}
-	value := p.State
-	if value == "" || len(validation.IsValidLabelValue(value)) > 0 {
-		value = "Unknown"
+	if p.State != "ACTIVE" {
+		value := p.State
+		if value == "" || len(validation.IsValidLabelValue(value)) > 0 {
+			value = "Unknown"
+		}
+		taints = append(taints, resourceapi.DeviceTaint{Key: NotActiveTaintKey, Value: value, Effect: resourceapi.DeviceTaintEffectNoSchedule})
 	}
-	return []resourceapi.DeviceTaint{{Key: NotActiveTaintKey, Value: value, Effect: resourceapi.DeviceTaintEffectNoSchedule}}
+	return taints
 }
 
 func sortedKeys[K cmp.Ordered, V any](m map[K]V) []K {

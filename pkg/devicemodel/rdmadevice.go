@@ -139,7 +139,7 @@ func buildRDMADevice(ports []discovery.Port, netns discovery.NetnsMode, opts Opt
 	for i, k := range kept {
 		attrsByMode, attrIssues := modeAttributes(k.port, netns, opts.DriverName)
 		issues = append(issues, attrIssues...)
-		taints := portTaints(k.port)
+		taints := portTaints(k.port, opts.Flapping)
 		g := portGroup{meta: make(map[string]Device, len(k.plans))}
 		if i == 0 {
 			g.counterSet = set
