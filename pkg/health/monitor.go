@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/portcounters"
 )
 
 // DefaultPollInterval is how often port states are read: a change is republished within
@@ -59,12 +61,24 @@ type Scan struct {
 	Changed             bool
 	// Models are the device models of Inventory: the published one and the other one.
 	Models []*devicemodel.Result
+	// Flapping are the ports the models were built with as flapping (Monitor.Flapping
+	// at the time of the build).
+	Flapping map[devicemodel.PortID]string
 }
 
 // PortMetrics receives port states; *metrics.Plugin implements it.
 type PortMetrics interface {
 	SetPortState(ibdev string, port int, state string)
+	SetPortFlapping(ibdev string, port int, flapping bool)
 	DeletePort(ibdev string, port int)
+}
+
+// CounterReader reads the counters of the published ports; *portcounters.Reader
+// implements it. The monitor tells it the ports after every scan and reads link_downed
+// and symbol_error on every poll.
+type CounterReader interface {
+	Track(ports []portcounters.Port)
+	ReadLinkErrors() []portcounters.LinkErrors
 }
 
 // Options configure a Monitor.
@@ -85,6 +99,12 @@ type Options struct {
 	NodeName string
 	// Metrics receives the port states; nil records none.
 	Metrics PortMetrics
+	// Counters reads the published ports' counters: the monitor tracks the ports for it
+	// and, with Flapping enabled, polls link_downed and symbol_error; nil reads none.
+	Counters CounterReader
+	// Flapping are the thresholds of the flapping check (FlapOptionsFrom); the zero
+	// value checks nothing.
+	Flapping FlapOptions
 }
 
 // Monitor watches the node between scans and tells the publisher (C) when to scan
@@ -104,6 +124,12 @@ type Monitor struct {
 
 	mu     sync.Mutex
 	gauges map[PortID]string
+	// flaps decides which ports flap; published is the set the published slices were
+	// built with, which every poll compares with, as the poller compares states with the
+	// last scan: a difference whose republish was held back or failed is never forgotten.
+	flaps      *FlapDetector
+	published  map[devicemodel.PortID]string
+	flapGauges map[PortID]bool
 }
 
 // New returns a monitor; Run starts it.
@@ -129,6 +155,8 @@ func New(opts Options) (*Monitor, error) {
 		signals:     make(chan Signal),
 		linkSignals: make(chan Signal, 1),
 		gauges:      map[PortID]string{},
+		flaps:       NewFlapDetector(opts.Flapping),
+		flapGauges:  map[PortID]bool{},
 	}
 	if opts.Links != nil {
 		m.links = NewLinkWatcher(opts.Links, opts.Clock)
@@ -161,9 +189,17 @@ func (m *Monitor) Observe(ctx context.Context, scan Scan) {
 	if m.links != nil {
 		m.links.Track(scan.Inventory)
 	}
+	published := publishedPorts(scan.Models)
+	if m.opts.Counters != nil {
+		m.opts.Counters.Track(published)
+	}
+	m.mu.Lock()
+	m.published = maps.Clone(scan.Flapping)
+	m.mu.Unlock()
 	if !scan.Changed {
 		return
 	}
+	m.initFlapGauges(published)
 	states := statesOf(scan.Inventory)
 	m.reporter.SetDevices(scan.Models...)
 	m.reporter.SetStates(states, m.clock.Now())
@@ -230,7 +266,7 @@ func (m *Monitor) Run(ctx context.Context) {
 	}
 	var pollErr string
 	pollOnce := func() {
-		s, err := m.poll()
+		s, err := m.poll(logger)
 		if err != nil {
 			if err.Error() != pollErr {
 				logger.Error(err, "Polling RDMA ports failed; device health is no longer vouched for")
@@ -269,8 +305,8 @@ func (m *Monitor) Run(ctx context.Context) {
 }
 
 // poll reads the ports once, updates health and gauges, and returns a signal when the
-// node differs from the last scan.
-func (m *Monitor) poll() (*Signal, error) {
+// node differs from the last scan, or the flapping ports from the published ones.
+func (m *Monitor) poll(logger klog.Logger) (*Signal, error) {
 	res, err := m.poller.Poll()
 	now := m.clock.Now()
 	if err != nil {
@@ -278,6 +314,7 @@ func (m *Monitor) poll() (*Signal, error) {
 	}
 	m.reporter.SetStates(res.States, now)
 	m.setGauges(res.States, false)
+	res.Changes = append(res.Changes, m.pollFlaps(logger, now)...)
 	if len(res.Changes) == 0 {
 		return nil, nil
 	}

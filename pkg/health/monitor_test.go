@@ -18,11 +18,22 @@ import (
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 )
 
-// fakeGauges records port_state as "ibdev/port=state".
+// fakeGauges records port_state as "ibdev/port=state" and port_flapping as
+// "ibdev/port=flapping".
 type fakeGauges struct {
-	mu     sync.Mutex
-	states map[string]string
-	sets   int
+	mu       sync.Mutex
+	states   map[string]string
+	sets     int
+	flapping map[string]bool
+}
+
+func (g *fakeGauges) SetPortFlapping(ibdev string, port int, flapping bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.flapping == nil {
+		g.flapping = map[string]bool{}
+	}
+	g.flapping[fmt.Sprintf("%s/%d", ibdev, port)] = flapping
 }
 
 func (g *fakeGauges) SetPortState(ibdev string, port int, state string) {
