@@ -31,7 +31,9 @@ func TestFlapDetector(t *testing.T) {
 		readings []portcounters.LinkErrors
 		want     []FlapChange
 	}
-	a := func(ld, se int64) []portcounters.LinkErrors { return []portcounters.LinkErrors{reading("mlx5_0", ld, se)} }
+	a := func(ld, se int64) []portcounters.LinkErrors {
+		return []portcounters.LinkErrors{reading("mlx5_0", ld, se)}
+	}
 	p0 := PortID{"mlx5_0", 1}
 	tests := []struct {
 		name string
