@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -84,6 +85,10 @@ type Driver struct {
 	// onDroppedFields is told about slices the API server accepted only in part; it
 	// returns whether it did something about it.
 	onDroppedFields func(context.Context, *resourceslice.DroppedFieldsError) bool
+	// fabric reads the ports of gated devices before prepare (fabric_prepare.go), and
+	// fabricGate answers their binding conditions (fabric.go); nil when no port is gated.
+	fabric     PortChecker
+	fabricGate *FabricGate
 
 	// step is called after each step of prepare and unprepare with the step's name;
 	// tests use it to simulate a crash there. Nil in production.
@@ -144,6 +149,11 @@ type DriverOptions struct {
 	// MetadataFiles locates the device metadata files of claims, removed with the
 	// claims' other leftovers; nil when device metadata is off.
 	MetadataFiles *MetadataFiles
+	// Fabric reads the ports of gated devices before prepare; nil checks nothing.
+	Fabric PortChecker
+	// FabricGate answers the binding conditions of gated devices; it is told when the
+	// API server drops them. Nil when no port is gated.
+	FabricGate *FabricGate
 }
 
 // NewDriver checks the checkpoint and returns the driver. A checkpoint of a newer plugin
@@ -171,6 +181,8 @@ func NewDriver(ctx context.Context, opts DriverOptions) (*Driver, error) {
 		netOffReason:    opts.NetworkOffReason,
 		netnsExclusive:  opts.NetnsExclusive,
 		metadataFiles:   opts.MetadataFiles,
+		fabric:          opts.Fabric,
+		fabricGate:      opts.FabricGate,
 	}
 	if opts.Network != nil {
 		d.net = &podNetwork{d: d, attacher: opts.Network.Attacher, pools: opts.Network.Pools, socket: opts.Network.Socket, markDir: opts.Network.MarkDir,
@@ -328,6 +340,10 @@ func (d *Driver) HandleError(ctx context.Context, err error, msg string) {
 	var dropped *resourceslice.DroppedFieldsError
 	if errors.As(err, &dropped) {
 		d.metrics.PublishError("apiserver")
+		if slices.Contains(dropped.DisabledFeatures(), "DRADeviceBindingConditions") {
+			// No allocation will carry them: prepare holds pods back instead.
+			d.fabricGate.BindingConditionsDropped(ctx)
+		}
 		if d.onDroppedFields != nil && d.onDroppedFields(ctx, dropped) {
 			return
 		}

@@ -188,6 +188,11 @@ func (d *Driver) writeClaim(ctx context.Context, plan *claimPlan) kubeletplugin.
 			return kubeletplugin.PrepareResult{Err: fmt.Errorf("remove CDI spec of an interrupted preparation: %w", err)}
 		}
 	}
+	if err := d.checkFabric(plan); err != nil {
+		// Nothing is written yet; the kubelet retries until the port is ready.
+		plan.rollback = !plan.redo
+		return kubeletplugin.PrepareResult{Err: err}
+	}
 	if err := d.net.reserveAddresses(ctx, plan.claim, plan.entry); err != nil {
 		// Nothing is written yet; an interrupted entry stays for the retry to redo.
 		plan.rollback = !plan.redo

@@ -24,6 +24,7 @@ import (
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/fabric"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/health"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/metrics"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
@@ -100,6 +101,7 @@ func Run(ctx context.Context, cfg Config) error {
 		specOpts.AttachedDir = netOpts.MarkDir
 	}
 	specs := cdi.NewWriter(specOpts)
+	fabricChecker, fabricGate := fabricReadiness(cfg, nodeCfg, kube, statusKube, publisher, realClock)
 	driver, err := NewDriver(ctx, DriverOptions{
 		DriverName:       cfg.DriverName,
 		NodeName:         cfg.NodeName,
@@ -118,6 +120,8 @@ func Run(ctx context.Context, cfg Config) error {
 		NetworkOffReason: netOff,
 		NetnsExclusive:   publisher.NetnsExclusive,
 		MetadataFiles:    metadataFiles(cfg),
+		Fabric:           fabricChecker,
+		FabricGate:       fabricGate,
 	})
 	if err != nil {
 		return err
@@ -173,6 +177,9 @@ func Run(ctx context.Context, cfg Config) error {
 	go publisher.Run(ctx, monitor)
 	go driver.RunCleanup(ctx, realClock, cfg.CleanupInterval)
 	go driver.RunStatusWriter(ctx)
+	if fabricGate != nil {
+		go fabricGate.Run(ctx)
+	}
 	if net := driver.NetworkAttachment(); net != nil {
 		go net.RunNRI(ctx, nriPluginName(cfg))
 	}
@@ -233,6 +240,27 @@ func newMonitor(ctx context.Context, cfg Config, kube kubernetes.Interface, m *m
 		return nil, fmt.Errorf("create health monitor: %w", err)
 	}
 	return monitor, nil
+}
+
+// fabricReadiness returns the port checker and the binding-condition gate of the ports
+// that the node configuration gates (docs/kubelet-plugin.md, Fabric readiness), or nils
+// when it gates none: then the plugin does not watch claims at all.
+func fabricReadiness(cfg Config, nodeCfg nodeconfig.Config, kube, statusKube kubernetes.Interface, devices DeviceLookup, c clock.WithTicker) (PortChecker, *FabricGate) {
+	if !nodeCfg.FabricReadiness.Enabled {
+		return nil, nil
+	}
+	checker := fabric.New(cfg.SysfsRoot)
+	return checker, NewFabricGate(FabricGateOptions{
+		DriverName:    cfg.DriverName,
+		PoolName:      devicemodel.DefaultPoolName(cfg.NodeName, cfg.DriverName),
+		Kube:          kube,
+		StatusKube:    statusKube,
+		Devices:       devices,
+		Checker:       checker,
+		Timeout:       nodeCfg.FabricReadiness.Timeout(),
+		RetryInterval: cfg.HealthPollInterval,
+		Clock:         c,
+	})
 }
 
 // EventComponent is the source component of the plugin's events.

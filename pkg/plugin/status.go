@@ -408,7 +408,11 @@ func (s *StatusWriter) apply(ctx context.Context, ref ClaimRef, devices []Device
 				merged = append(merged, ds)
 			}
 		}
-		merged = append(merged, ours...)
+		// The fabric gate's conditions (fabric_status.go) stay: pods that share the claim
+		// and are still to be bound wait for them.
+		entries := cloneEntries(ours)
+		keepFabricConditions(entries, claim.Status.Devices)
+		merged = append(merged, entries...)
 		patch, err := json.Marshal(map[string]any{
 			"metadata": map[string]any{"uid": ref.UID, "resourceVersion": claim.ResourceVersion},
 			"status":   map[string]any{"devices": merged},
@@ -460,6 +464,16 @@ func (s *StatusWriter) waitIdle(ctx context.Context) error {
 			return fmt.Errorf("wait for claim status: %d claims pending: %w", n, ctx.Err())
 		}
 	}
+}
+
+// cloneEntries copies the entries and their condition lists, which a write may extend.
+func cloneEntries(in []resourceapi.AllocatedDeviceStatus) []resourceapi.AllocatedDeviceStatus {
+	out := make([]resourceapi.AllocatedDeviceStatus, len(in))
+	for i := range in {
+		out[i] = in[i]
+		out[i].Conditions = slices.Clone(in[i].Conditions)
+	}
+	return out
 }
 
 func cloneDeviceStatus(in []DeviceStatus) []DeviceStatus {
