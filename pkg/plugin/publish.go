@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -67,6 +68,7 @@ type Publisher struct {
 	limiter     *health.Limiter
 	observer    ScanObserver
 	taintEffect resourceapi.DeviceTaintEffect
+	flapping    func() map[devicemodel.PortID]string
 
 	// fallback is signalled when the node must switch to the legacy model.
 	fallback chan struct{}
@@ -75,6 +77,8 @@ type Publisher struct {
 	sink      ResourcePublisher
 	legacy    bool
 	inventory *discovery.Inventory
+	// flaps are the flapping ports the current model was built with.
+	flaps     map[devicemodel.PortID]string
 	published bool
 	// current is the model being published; other is the other model of the same
 	// inventory, so that claims allocated just before a switch still prepare.
@@ -100,6 +104,9 @@ type PublisherOptions struct {
 	// TaintEffect is the effect of the taint of a port that is not ACTIVE; empty is
 	// NoSchedule.
 	TaintEffect resourceapi.DeviceTaintEffect
+	// Flapping returns the ports to taint as flapping (health.Monitor.Flapping); nil
+	// taints none.
+	Flapping func() map[devicemodel.PortID]string
 }
 
 // ParseTaintEffect checks a --taint-effect value.
@@ -124,7 +131,7 @@ func NewPublisher(d Discoverer, opts devicemodel.Options, choice Model, po Publi
 	}
 	p := &Publisher{
 		discoverer: d, opts: opts, choice: choice, metrics: po.Metrics, clock: po.Clock,
-		limiter: po.Limiter, observer: po.Observer, taintEffect: po.TaintEffect,
+		limiter: po.Limiter, observer: po.Observer, taintEffect: po.TaintEffect, flapping: po.Flapping,
 		legacy: choice == ModelLegacy, fallback: make(chan struct{}, 1),
 	}
 	p.metrics.SetModel(p.modelName())
@@ -154,22 +161,32 @@ func (p *Publisher) sync(ctx context.Context) (bool, error) {
 		p.metrics.PublishError("discover")
 		return false, fmt.Errorf("discover node: %w", err)
 	}
+	var flaps map[devicemodel.PortID]string
+	if p.flapping != nil {
+		flaps = p.flapping()
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	rebuild := p.current == nil || !reflect.DeepEqual(inv, p.inventory)
+	inventoryChanged := p.current == nil || !reflect.DeepEqual(inv, p.inventory)
+	rebuild := inventoryChanged || !maps.Equal(flaps, p.flaps)
 	previous := p.inventory
 	if rebuild {
-		current, other, err := p.build(inv)
+		current, other, err := p.build(inv, flaps)
 		if err != nil {
 			p.metrics.PublishError("build")
 			return false, err
 		}
-		p.inventory, p.current, p.other, p.published = inv, current, other, false
-		current.LogIssues(logger)
-		logger.Info("Node inventory changed", "ports", len(inv.Ports), "devices", len(current.Devices), "model", p.modelName())
+		p.inventory, p.flaps, p.current, p.other, p.published = inv, flaps, current, other, false
+		if inventoryChanged {
+			current.LogIssues(logger)
+			logger.Info("Node inventory changed", "ports", len(inv.Ports), "devices", len(current.Devices), "model", p.modelName())
+		} else {
+			logger.Info("Flapping ports changed", "flapping", len(flaps))
+		}
 	}
 	if p.observer != nil {
-		p.observer.Observe(ctx, health.Scan{Previous: previous, Inventory: inv, Changed: rebuild, Models: []*devicemodel.Result{p.current, p.other}})
+		p.observer.Observe(ctx, health.Scan{Previous: previous, Inventory: inv, Changed: rebuild,
+			Models: []*devicemodel.Result{p.current, p.other}, Flapping: p.flaps})
 	}
 	if p.published || p.sink == nil {
 		return false, nil
@@ -183,9 +200,10 @@ func (p *Publisher) sync(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
-// build returns the model to publish and the other one.
-func (p *Publisher) build(inv *discovery.Inventory) (current, other *devicemodel.Result, err error) {
+// build returns the model to publish and the other one, the flapping ports tainted.
+func (p *Publisher) build(inv *discovery.Inventory, flaps map[devicemodel.PortID]string) (current, other *devicemodel.Result, err error) {
 	opts := p.opts
+	opts.Flapping = flaps
 	opts.Legacy = p.legacy
 	current, err = devicemodel.Build(inv, opts)
 	if err != nil {

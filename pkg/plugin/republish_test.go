@@ -26,6 +26,7 @@ import (
 	"github.com/rdma-dra/rdma-dra-driver/pkg/health"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/metrics"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/mocknode"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/portcounters"
 )
 
 // liveNode is a mock node with a running monitor and publisher, whose files a test
@@ -47,6 +48,8 @@ type liveOptions struct {
 	maxPerMinute int
 	effect       resourceapi.DeviceTaintEffect
 	sink         ResourcePublisher
+	// flapping turns the flapping check on, reading the node's counters.
+	flapping health.FlapOptions
 }
 
 func newLiveNode(t *testing.T, profile string, o liveOptions) *liveNode {
@@ -59,7 +62,8 @@ func newLiveNode(t *testing.T, profile string, o liveOptions) *liveNode {
 	}
 	n := &liveNode{t: t, ctx: ctx, root: filepath.Join(dir, mocknode.SysDir), clock: o.clock, sink: &lockedSink{next: o.sink}, metrics: metrics.NewPlugin()}
 	var err error
-	n.monitor, err = health.New(health.Options{SysfsRoot: n.root, PollInterval: o.poll, Clock: o.clock, Metrics: n.metrics})
+	n.monitor, err = health.New(health.Options{SysfsRoot: n.root, PollInterval: o.poll, Clock: o.clock, Metrics: n.metrics,
+		Counters: portcounters.NewReader(n.root), Flapping: o.flapping})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +73,7 @@ func newLiveNode(t *testing.T, profile string, o liveOptions) *liveNode {
 	}
 	n.pub = NewPublisher(discovery.New(discovery.Options{SysfsRoot: n.root}),
 		devicemodel.Options{DriverName: testDriver, NodeName: testNode}, ModelPartitionable,
-		PublisherOptions{Metrics: n.metrics, Clock: o.clock, Limiter: limiter, Observer: n.monitor, TaintEffect: o.effect})
+		PublisherOptions{Metrics: n.metrics, Clock: o.clock, Limiter: limiter, Observer: n.monitor, TaintEffect: o.effect, Flapping: n.monitor.Flapping})
 	n.pub.SetSink(n.sink)
 	if err := n.pub.Sync(ctx); err != nil {
 		t.Fatal(err)
