@@ -97,6 +97,8 @@ type Driver struct {
 	mu             sync.Mutex
 	droppedLogged  map[string]bool
 	deviceCounters func(*checkpoint.Checkpoint) []metrics.DeviceCount
+	// committed is told about every committed checkpoint (DriverOptions.Committed).
+	committed func(*checkpoint.Checkpoint)
 
 	// cleanupGrace is how long a claim must be gone before Cleanup removes its
 	// leftovers; orphanSince remembers when a spec without entry was first seen orphaned.
@@ -137,6 +139,10 @@ type DriverOptions struct {
 	Hold *Failpoint
 	// DeviceCounts computes the device gauges from the checkpoint; nil skips them.
 	DeviceCounts func(*checkpoint.Checkpoint) []metrics.DeviceCount
+	// Committed is told about every committed checkpoint, as the gauges are (the port
+	// counter metrics take the claims that hold each port from it); it runs under the
+	// checkpoint's lock, so it must be quick and keep nothing of cp. Nil is nobody.
+	Committed func(*checkpoint.Checkpoint)
 	// Network enables network attachment into pods; nil turns it off.
 	Network *NetworkOptions
 	// NetworkOffReason says why Network is nil, for the errors of claims that ask for it.
@@ -176,6 +182,7 @@ func NewDriver(ctx context.Context, opts DriverOptions) (*Driver, error) {
 		onDroppedFields: opts.OnDroppedFields,
 		droppedLogged:   map[string]bool{},
 		deviceCounters:  opts.DeviceCounts,
+		committed:       opts.Committed,
 		cleanupGrace:    opts.CleanupGrace,
 		orphanSince:     map[string]time.Time{},
 		netOffReason:    opts.NetworkOffReason,
@@ -295,6 +302,9 @@ func (d *Driver) updateGauges(cp *checkpoint.Checkpoint) {
 	d.metrics.SetPreparedClaims(len(cp.Claims))
 	if d.deviceCounters != nil {
 		d.metrics.SetDevices(d.deviceCounters(cp))
+	}
+	if d.committed != nil {
+		d.committed(cp)
 	}
 }
 

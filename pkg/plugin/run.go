@@ -28,6 +28,7 @@ import (
 	"github.com/rdma-dra/rdma-dra-driver/pkg/health"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/metrics"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/portcounters"
 )
 
 // Run runs the kubelet plugin until ctx ends or an error stops it.
@@ -70,7 +71,12 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	m := metrics.NewPlugin()
 	realClock := clock.RealClock{}
-	monitor, err := newMonitor(ctx, cfg, kube, m, realClock)
+	// The published ports' counters: served on /metrics (portstats.go) and polled for
+	// flapping links by the monitor, which tells the reader the ports after every scan.
+	counters := portcounters.NewReader(cfg.SysfsRoot)
+	stats := newPortStats(counters, m, realClock)
+	m.ServePortCounters(cfg.NodeName, stats)
+	monitor, err := newMonitor(ctx, cfg, nodeCfg, kube, m, counters, realClock)
 	if err != nil {
 		return err
 	}
@@ -81,7 +87,7 @@ func Run(ctx context.Context, cfg Config) error {
 	publisher := NewPublisher(
 		discovery.New(discovery.Options{SysfsRoot: cfg.SysfsRoot, UseNetlink: cfg.UseNetlink()}),
 		devicemodel.Options{DriverName: cfg.DriverName, NodeName: cfg.NodeName, Config: nodeCfg},
-		cfg.Model, PublisherOptions{Metrics: m, Clock: realClock, Limiter: limiter, Observer: monitor, TaintEffect: cfg.TaintEffect})
+		cfg.Model, PublisherOptions{Metrics: m, Clock: realClock, Limiter: limiter, Observer: monitor, TaintEffect: cfg.TaintEffect, Flapping: monitor.Flapping})
 	// The first scan happens before the kubelet can call: prepare needs the devices.
 	if err := publisher.Sync(ctx); err != nil {
 		return err
@@ -116,6 +122,7 @@ func Run(ctx context.Context, cfg Config) error {
 		OnDroppedFields:  publisher.HandleDroppedFields,
 		Hold:             NewFailpoint(cfg.PrepareHoldFile),
 		DeviceCounts:     publisher.DeviceCounts,
+		Committed:        stats.committed,
 		Network:          netOpts,
 		NetworkOffReason: netOff,
 		NetnsExclusive:   publisher.NetnsExclusive,
@@ -214,7 +221,7 @@ func Run(ctx context.Context, cfg Config) error {
 // newMonitor returns the health monitor of the node: rtnetlink when cfg.UseNetlink, Node
 // events when cfg.NodeEvents. Events go out through a broadcaster that lives as long as
 // ctx.
-func newMonitor(ctx context.Context, cfg Config, kube kubernetes.Interface, m *metrics.Plugin, c clock.WithTicker) (*health.Monitor, error) {
+func newMonitor(ctx context.Context, cfg Config, nodeCfg nodeconfig.Config, kube kubernetes.Interface, m *metrics.Plugin, counters health.CounterReader, c clock.WithTicker) (*health.Monitor, error) {
 	opts := health.Options{
 		SysfsRoot:      cfg.SysfsRoot,
 		PollInterval:   cfg.HealthPollInterval,
@@ -222,6 +229,8 @@ func newMonitor(ctx context.Context, cfg Config, kube kubernetes.Interface, m *m
 		Clock:          c,
 		NodeName:       cfg.NodeName,
 		Metrics:        m,
+		Counters:       counters,
+		Flapping:       health.FlapOptionsFrom(nodeCfg.Health.Flapping),
 	}
 	if cfg.UseNetlink() {
 		opts.Links = health.NetlinkSource{}
