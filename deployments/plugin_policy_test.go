@@ -89,6 +89,13 @@ func TestClaimStatusPolicy(t *testing.T) {
 	moved.Status.Allocation.NodeSelector.NodeSelectorTerms[0].MatchFields[0].Values = []string{"node-b"}
 	twoNodes := claim("node-a")
 	twoNodes.Status.Allocation.NodeSelector.NodeSelectorTerms[0].MatchFields[0].Values = []string{"node-a", "node-b"}
+	withConds := func(node string, types ...string) resourceapi.AllocatedDeviceStatus {
+		ds := ours(node)
+		for _, typ := range types {
+			ds.Conditions = append(ds.Conditions, metav1.Condition{Type: typ, Status: metav1.ConditionTrue})
+		}
+		return ds
+	}
 	sa := pluginUser(t, objs, "node-a")
 
 	tests := []struct {
@@ -107,6 +114,9 @@ func TestClaimStatusPolicy(t *testing.T) {
 		{"changes reservedFor", sa, stolen(claim("node-a")), claim("node-a"), "may not change a claim's allocation or reservedFor"},
 		{"moves the allocation", sa, moved, claim("node-a"), "allocation or reservedFor"},
 		{"token not bound to a node", pluginUser(t, objs, ""), claim("node-a", ours("node-a")), claim("node-a"), "not bound to a node"},
+		{"own entry with the fabric binding conditions", sa, claim("node-a", withConds("node-a", "rdma.dra.io/FabricReady", "rdma.dra.io/FabricFailed")), claim("node-a", ours("node-a")), ""},
+		{"own entry with another condition", sa, claim("node-a", withConds("node-a", "example.com/Attached")), claim("node-a", ours("node-a")),
+			"may only set the conditions Ready, rdma.dra.io/FabricReady and rdma.dra.io/FabricFailed"},
 		{"someone else is not matched", userInfo{name: "system:serviceaccount:kube-system:resourceclaim-controller"}, claim("node-b"), claim("node-b", ours("node-b")), ""},
 	}
 	for _, tt := range tests {

@@ -125,3 +125,16 @@ nothing to write, so that the plugin runs on its defaults.
 {{- end }}
 {{- if $cfg }}{{ toYaml $cfg }}{{ end }}
 {{- end }}
+
+{{/*
+"true" when the node configuration gates ports on fabric readiness: the plugin then
+watches ResourceClaims (docs/kubelet-plugin.md, Fabric readiness) and writes their
+binding conditions into status.devices, which needs rbac.claimDeviceStatus.
+*/}}
+{{- define "rdma-dra-driver.fabricReadiness" -}}
+{{- if dig "fabricReadiness" "enabled" false (.Values.nodeConfig | default dict) }}
+{{- if not .Values.rbac.claimDeviceStatus }}
+{{- fail "nodeConfig.fabricReadiness.enabled needs rbac.claimDeviceStatus: the plugin answers the binding conditions in the claims' status.devices" }}
+{{- end }}true
+{{- end }}
+{{- end }}
