@@ -78,6 +78,8 @@ func podSpecs(obj runtime.Object) map[string]*corev1.PodSpec {
 		return map[string]*corev1.PodSpec{"": &o.Spec}
 	case *appsv1.Deployment:
 		return map[string]*corev1.PodSpec{"": &o.Spec.Template.Spec}
+	case *appsv1.DaemonSet:
+		return map[string]*corev1.PodSpec{"": &o.Spec.Template.Spec}
 	case *batchv1.Job:
 		return map[string]*corev1.PodSpec{"": &o.Spec.Template.Spec}
 	case *mpiJob:
@@ -130,6 +132,7 @@ func TestDemoManifests(t *testing.T) {
 			for _, ns := range only[*corev1.Namespace](objs) {
 				namespaces.Insert(ns.Name)
 			}
+			checkAdminAccess(t, objs)
 			for _, o := range objs {
 				m := o.obj.(metav1.Object)
 				_, isNS := o.obj.(*corev1.Namespace)
@@ -293,5 +296,32 @@ func checkPod(t *testing.T, name string, pod *corev1.PodSpec, claims map[string]
 	}
 	if unused := podClaims.Difference(used); unused.Len() > 0 {
 		t.Errorf("pod %s: claims %v are used by no container", name, sets.List(unused))
+	}
+}
+
+// checkAdminAccess: a claim or template that asks for admin access is in a namespace the
+// file creates with the label the API requires for it (resource.kubernetes.io/admin-access),
+// or the API server refuses it.
+func checkAdminAccess(t *testing.T, objs []object) {
+	t.Helper()
+	admin := sets.New[string]()
+	for _, ns := range only[*corev1.Namespace](objs) {
+		if ns.Labels[resourceapi.DRAAdminNamespaceLabelKey] == "true" {
+			admin.Insert(ns.Name)
+		}
+	}
+	check := func(kind, ns, name string, spec resourceapi.ResourceClaimSpec) {
+		for _, r := range spec.Devices.Requests {
+			if r.Exactly != nil && r.Exactly.AdminAccess != nil && *r.Exactly.AdminAccess && !admin.Has(ns) {
+				t.Errorf("%s %s/%s: request %s asks for admin access, but the file does not create namespace %s with %s: \"true\"",
+					kind, ns, name, r.Name, ns, resourceapi.DRAAdminNamespaceLabelKey)
+			}
+		}
+	}
+	for _, c := range only[*resourceapi.ResourceClaim](objs) {
+		check("ResourceClaim", c.Namespace, c.Name, c.Spec)
+	}
+	for _, c := range only[*resourceapi.ResourceClaimTemplate](objs) {
+		check("ResourceClaimTemplate", c.Namespace, c.Name, c.Spec.Spec)
 	}
 }
