@@ -103,7 +103,6 @@ func TestClusterPreview(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	type row struct{ node, resource, plugin, pool string }
 	tests := []struct {
 		name     string
 		res      *Result
