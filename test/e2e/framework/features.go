@@ -30,6 +30,9 @@ type Features struct {
 	DeviceTaints bool
 	// ExtendedResource: a DeviceClass's extendedResourceName is kept (DRAExtendedResource).
 	ExtendedResource bool
+	// BindingConditions: devices' binding conditions are kept (DRADeviceBindingConditions
+	// with DRAResourceClaimDeviceStatus, beta and on by default from 1.36).
+	BindingConditions bool
 }
 
 // Partitionable is whether the API server takes the driver's default device model (a port
@@ -80,6 +83,7 @@ func (e *Env) ServerFeatures(ctx context.Context) (Features, error) {
 	f.PartitionableDevices = len(gotCounters.Spec.SharedCounters) > 0 && len(d.ConsumesCounters) > 0
 	f.ConsumableCapacity = ptr.Deref(d.AllowMultipleAllocations, false) && d.Capacity[probeCapacity].RequestPolicy != nil
 	f.DeviceTaints = len(d.Taints) > 0
+	f.BindingConditions = len(d.BindingConditions) > 0
 
 	class := &resourceapi.DeviceClass{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-probe-"},
@@ -98,7 +102,7 @@ const probeCapacity = "e2e.rdma.dra.io/shares"
 // probeSlices are two ResourceSlices of one pool with one field of each feature, shaped as
 // the driver publishes them: a counter set in a slice of its own (a slice has devices or
 // counters, not both), and a device that consumes it, may be allocated several times by
-// capacity, and carries a taint.
+// capacity, carries a taint and has binding conditions.
 func probeSlices(node string) (counters, device *resourceapi.ResourceSlice) {
 	one, two := resource.MustParse("1"), resource.MustParse("2")
 	slice := func() *resourceapi.ResourceSlice {
@@ -125,6 +129,10 @@ func probeSlices(node string) (counters, device *resourceapi.ResourceSlice) {
 			CounterSet: "port", Counters: map[string]resourceapi.Counter{"shares": {Value: one}},
 		}},
 		Taints: []resourceapi.DeviceTaint{{Key: "e2e.rdma.dra.io/probe", Effect: resourceapi.DeviceTaintEffectNoSchedule}},
+		// Both lists or neither: the API server requires failure conditions with binding
+		// conditions.
+		BindingConditions:        []string{"e2e.rdma.dra.io/Ready"},
+		BindingFailureConditions: []string{"e2e.rdma.dra.io/Failed"},
 	}}
 	return counters, device
 }
