@@ -76,6 +76,12 @@ func DeviceTaint(d resourceapi.Device, key string) (resourceapi.DeviceTaint, boo
 // PortNotActiveTaint with value state, or, for state "", none of them has it. It returns
 // when it saw that.
 func (e *Env) WaitTaint(ctx context.Context, timeout time.Duration, state string, devices ...string) (time.Time, error) {
+	return e.WaitDeviceTaint(ctx, timeout, PortNotActiveTaint, state, devices...)
+}
+
+// WaitDeviceTaint is WaitTaint for the taint with key: every one of devices carries it
+// with value, or, for value "", none of them has it.
+func (e *Env) WaitDeviceTaint(ctx context.Context, timeout time.Duration, key, value string, devices ...string) (time.Time, error) {
 	var seen time.Time
 	err := Poll(ctx, timeout, 20*time.Millisecond, func(ctx context.Context) error {
 		for _, name := range devices {
@@ -83,12 +89,12 @@ func (e *Env) WaitTaint(ctx context.Context, timeout time.Duration, state string
 			if err != nil {
 				return err
 			}
-			taint, ok := DeviceTaint(dev, PortNotActiveTaint)
+			taint, ok := DeviceTaint(dev, key)
 			switch {
-			case state == "" && ok:
+			case value == "" && ok:
 				return fmt.Errorf("%s still tainted %s=%s", name, taint.Key, taint.Value)
-			case state != "" && (!ok || taint.Value != state):
-				return fmt.Errorf("%s taints %+v, want %s=%s", name, dev.Taints, PortNotActiveTaint, state)
+			case value != "" && (!ok || taint.Value != value):
+				return fmt.Errorf("%s taints %+v, want %s=%s", name, dev.Taints, key, value)
 			}
 		}
 		seen = time.Now()

@@ -51,6 +51,11 @@ type Host interface {
 	Links() ([]HostLink, error)
 	// MockNetdevs returns the host interfaces that stand in for the mock node's netdevs.
 	MockNetdevs() ([]MockNetdev, error)
+
+	// GetLoopback answers an HTTP GET of path on the node's loopback at port, where the
+	// plugin (on the host network) serves /metrics by default; an answer other than 200
+	// is an error.
+	GetLoopback(ctx context.Context, port int, path string) ([]byte, error)
 }
 
 // NodePaths are the directories of the node that the driver writes and reads, as the

@@ -5,12 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -152,6 +155,29 @@ func (h *LocalHost) TagImage(ctx context.Context, ref, newRef string) error {
 func (h *LocalHost) RemoveImage(ctx context.Context, ref string) error {
 	_, err := h.ctr(ctx, "images", "rm", ref)
 	return err
+}
+
+// GetLoopback implements Host: the suite runs in the host's network namespace, so the
+// node's loopback is its own.
+func (h *LocalHost) GetLoopback(ctx context.Context, port int, path string) ([]byte, error) {
+	url := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) + path
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", url, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("get %s: %s", url, resp.Status)
+	}
+	return body, nil
 }
 
 // Links implements Host: the suite runs in the host's network namespace.
