@@ -41,6 +41,11 @@ var models = []model{
 	}}}},
 	{name: "legacy-resources-exclusive-only", cluster: modern, opts: devicemodel.Options{Config: nodeconfig.Config{Modes: nodeconfig.ModesExclusive,
 		LegacyResources: []nodeconfig.LegacyResource{{Name: "all"}}}}},
+	// Fabric readiness: every device (and a legacy resource's) with binding conditions,
+	// which DRADeviceBindingConditions keeps from 1.36 (beta, on by default).
+	{name: "fabric-readiness", cluster: modern, opts: devicemodel.Options{Config: nodeconfig.Config{FabricReadiness: nodeconfig.FabricReadiness{Enabled: true},
+		LegacyResources: []nodeconfig.LegacyResource{{Name: "all"}}}}},
+	{name: "legacy-fabric-readiness", cluster: older, opts: devicemodel.Options{Legacy: true, Config: nodeconfig.Config{FabricReadiness: nodeconfig.FabricReadiness{Enabled: true}}}},
 }
 
 // TestMockNodeProfiles validates the slices of every mock node profile, in every
