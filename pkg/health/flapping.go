@@ -83,12 +83,16 @@ type FlapChange struct {
 	Value, Was string
 	// LinkDowned and SymbolErrors are the increases within the window at the change.
 	LinkDowned, SymbolErrors uint64
+	// Gone is true when the port stopped flapping because it is no longer published.
+	Gone bool
 }
 
 // describe is the event message: "mlx5_0 port 1 is flapping: link_downed rose by 2
 // within 10m0s", "mlx5_0 port 1 stopped flapping: quiet for 10m0s".
 func (c FlapChange) describe(opts FlapOptions) string {
 	switch {
+	case c.Gone:
+		return fmt.Sprintf("%s stopped flapping: no longer published", c.Port)
 	case c.Value == "":
 		return fmt.Sprintf("%s stopped flapping: quiet for %s", c.Port, opts.Quiet)
 	case c.Value == devicemodel.FlappingLinkDowned:
@@ -138,7 +142,7 @@ func (d *FlapDetector) Observe(now time.Time, readings []portcounters.LinkErrors
 	for id, st := range d.ports {
 		if !seen[id] {
 			if st.value != "" {
-				changes = append(changes, FlapChange{Port: id, Was: st.value})
+				changes = append(changes, FlapChange{Port: id, Was: st.value, Gone: true})
 			}
 			delete(d.ports, id)
 		}

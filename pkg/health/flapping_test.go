@@ -117,7 +117,7 @@ func TestFlapDetector(t *testing.T) {
 			polls: []poll{
 				{at: 0, readings: a(0, 0)},
 				{at: time.Second, readings: a(9, 0), want: []FlapChange{{Port: p0, Value: "LinkDowned", LinkDowned: 9}}},
-				{at: 2 * time.Second, want: []FlapChange{{Port: p0, Was: "LinkDowned"}}},
+				{at: 2 * time.Second, want: []FlapChange{{Port: p0, Was: "LinkDowned", Gone: true}}},
 				// Published again: a new baseline.
 				{at: 3 * time.Second, readings: a(12, 0)},
 			},
@@ -170,6 +170,24 @@ func TestFlapDetectorBoundsItsMemory(t *testing.T) {
 	}
 	if sum < 590 || sum > 600 {
 		t.Errorf("the entries add up to %d symbol errors, want those of the last minute (about 600)", sum)
+	}
+}
+
+func TestFlapChangeMessages(t *testing.T) {
+	opts := FlapOptions{Window: 10 * time.Minute, Quiet: 5 * time.Minute}
+	p := PortID{"mlx5_0", 1}
+	for _, tt := range []struct {
+		change FlapChange
+		want   string
+	}{
+		{FlapChange{Port: p, Value: "LinkDowned", LinkDowned: 2}, "mlx5_0 port 1 is flapping: link_downed rose by 2 within 10m0s"},
+		{FlapChange{Port: p, Value: "SymbolErrors", SymbolErrors: 300}, "mlx5_0 port 1 is flapping: symbol_error rose by 300 within 10m0s"},
+		{FlapChange{Port: p, Was: "LinkDowned"}, "mlx5_0 port 1 stopped flapping: quiet for 5m0s"},
+		{FlapChange{Port: p, Was: "LinkDowned", Gone: true}, "mlx5_0 port 1 stopped flapping: no longer published"},
+	} {
+		if got := tt.change.describe(opts); got != tt.want {
+			t.Errorf("%+v: %q, want %q", tt.change, got, tt.want)
+		}
 	}
 }
 
