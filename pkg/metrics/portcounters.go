@@ -164,7 +164,8 @@ func (c *portCounterCollector) CollectWithStability(ch chan<- metrics.Metric) {
 			}
 		}
 		if len(pr.HW) > 0 {
-			hwLabels := append(labels, "")
+			hwLabels := make([]string, len(labels)+1)
+			copy(hwLabels, labels)
 			for _, hc := range pr.HW {
 				hwLabels[len(labels)] = hc.Name
 				ch <- metrics.NewLazyConstMetric(c.hw, metrics.CounterValue, float64(hc.Value), hwLabels...)
