@@ -42,6 +42,7 @@ type NotReady struct {
 	Detail string
 }
 
+// Error says what is missing: "port mlx5_2/1 is DOWN", "port mlx5_2/1: no subnet manager: sm_lid 0".
 func (e *NotReady) Error() string {
 	if e.Reason == ReasonPortNotActive {
 		return "port " + e.Port + " is " + e.Detail

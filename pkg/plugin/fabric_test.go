@@ -224,7 +224,7 @@ func equalConds(a, b map[string][]string) bool {
 func TestFabricGateWaitsThenAnswers(t *testing.T) {
 	h, g, ports := gatedHarness(t)
 	ports.set("mlx5_3/1", "DOWN")
-	c := h.gatedClaim("c", 0, []gatedAlloc{gated("mlx5-3-p1")})
+	h.gatedClaim("c", 0, []gatedAlloc{gated("mlx5-3-p1")})
 	patches := func() int {
 		n := 0
 		for _, a := range h.kube.Actions() {
@@ -271,7 +271,6 @@ func TestFabricGateWaitsThenAnswers(t *testing.T) {
 	if retry := sync(); retry != 0 || ports.checks != checks || patches() != 2 {
 		t.Errorf("a settled claim was looked at again: retry %v, %d more checks, %d patches", retry, ports.checks-checks, patches())
 	}
-	_ = c
 
 	// A second claim on a port that stays down fails at the timeout, not before.
 	ports.set("mlx5_4/1", "DOWN")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -47,7 +48,7 @@ func (e *Env) RemovePKey(ibdev string, port, index int) error {
 		return err
 	}
 	err = h.Remove(e.portFile(ibdev, port, filepath.Join("pkeys", strconv.Itoa(index))))
-	if err != nil && !strings.Contains(err.Error(), "no such file") {
+	if err != nil && !errors.Is(err, fs.ErrNotExist) && !strings.Contains(err.Error(), "no such file") {
 		return fmt.Errorf("remove P_Key %d of %s port %d: %w", index, ibdev, port, err)
 	}
 	return nil
