@@ -129,7 +129,7 @@ func (g *FabricGate) Run(ctx context.Context) {
 	g.stopWatch = stop
 	g.mu.Unlock()
 
-	g.store = newClaimStore(g.trim, func(key string) { g.queue.Add(key) })
+	g.store = newClaimStore(g.trim, func(key string) { g.queue.Add(key) }, g.forget)
 	claims := g.opts.Kube.ResourceV1().ResourceClaims(metav1.NamespaceAll)
 	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {

@@ -5,6 +5,7 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -20,6 +21,9 @@ import (
 type claimStore struct {
 	trim    func(*resourceapi.ResourceClaim) *resourceapi.ResourceClaim
 	changed func(key string)
+	// gone is told about a kept claim that is dropped (deleted, deallocated, allocated
+	// elsewhere), so that the gate forgets it too.
+	gone func(uid types.UID)
 
 	mu     sync.Mutex
 	claims map[string]*resourceapi.ResourceClaim
@@ -33,8 +37,8 @@ var (
 	_ cache.TransformingStore = &claimStore{}
 )
 
-func newClaimStore(trim func(*resourceapi.ResourceClaim) *resourceapi.ResourceClaim, changed func(string)) *claimStore {
-	return &claimStore{trim: trim, changed: changed, claims: map[string]*resourceapi.ResourceClaim{}, synced: make(chan struct{})}
+func newClaimStore(trim func(*resourceapi.ResourceClaim) *resourceapi.ResourceClaim, changed func(string), gone func(types.UID)) *claimStore {
+	return &claimStore{trim: trim, changed: changed, gone: gone, claims: map[string]*resourceapi.ResourceClaim{}, synced: make(chan struct{})}
 }
 
 // Transformer keeps of a claim in the reflector's temporary store what this store may
@@ -64,10 +68,19 @@ func (s *claimStore) Delete(obj any) error {
 	if err != nil {
 		return err
 	}
+	s.drop(key)
+	return nil
+}
+
+// drop forgets the claim kept under key, if any.
+func (s *claimStore) drop(key string) {
 	s.mu.Lock()
+	old := s.claims[key]
 	delete(s.claims, key)
 	s.mu.Unlock()
-	return nil
+	if old != nil {
+		s.gone(old.UID)
+	}
 }
 
 // Replace keeps the claims of list that wait for this node, and nothing else.
@@ -81,10 +94,16 @@ func (s *claimStore) Replace(list []any, _ string) error {
 		}
 	}
 	s.mu.Lock()
+	old := s.claims
 	s.claims = kept
 	first := !s.replaced
 	s.replaced = true
 	s.mu.Unlock()
+	for key, claim := range old {
+		if _, ok := kept[key]; !ok {
+			s.gone(claim.UID)
+		}
+	}
 	for key, claim := range kept {
 		if !settled(claim) {
 			s.changed(key)
@@ -106,14 +125,14 @@ func (s *claimStore) put(obj any) {
 	}
 	key := cache.MetaObjectToName(claim).String()
 	t := s.trim(claim)
-	s.mu.Lock()
 	if t == nil {
-		delete(s.claims, key)
-	} else {
-		s.claims[key] = t
+		s.drop(key)
+		return
 	}
+	s.mu.Lock()
+	s.claims[key] = t
 	s.mu.Unlock()
-	if t != nil && !settled(t) {
+	if !settled(t) {
 		s.changed(key)
 	}
 }
