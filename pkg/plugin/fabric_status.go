@@ -45,9 +45,9 @@ func (g *FabricGate) write(ctx context.Context, claim *resourceapi.ResourceClaim
 		if current.UID != claim.UID || !sameResults(current, results) {
 			return nil // deleted and created again, or allocated anew: the watch brings it
 		}
-		devices := make([]resourceapi.AllocatedDeviceStatus, len(current.Status.Devices))
+		devices := make([]resourceapi.AllocatedDeviceStatus, 0, len(current.Status.Devices)+len(results))
 		for i := range current.Status.Devices {
-			devices[i] = *current.Status.Devices[i].DeepCopy()
+			devices = append(devices, *current.Status.Devices[i].DeepCopy())
 		}
 		for i, r := range results {
 			ds := findEntry(devices, r)
