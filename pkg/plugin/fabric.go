@@ -140,7 +140,7 @@ func (g *FabricGate) Run(ctx context.Context) {
 		},
 	}, g.opts.Kube)
 	reflector := cache.NewReflectorWithOptions(lw, &resourceapi.ResourceClaim{}, g.store,
-		cache.ReflectorOptions{Name: "fabric-readiness", TypeDescription: "*v1.ResourceClaim"})
+		cache.ReflectorOptions{Name: "fabric-readiness", TypeDescription: "*v1.ResourceClaim", Logger: &logger})
 	var wg sync.WaitGroup
 	wg.Go(func() { reflector.RunWithContext(watchCtx) })
 	logger.Info("Watching ResourceClaims for fabric readiness", "pool", g.opts.PoolName, "timeout", g.opts.Timeout)
