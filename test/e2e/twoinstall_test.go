@@ -47,7 +47,7 @@ func TestTwoInstallationsShareANode(t *testing.T) {
 	// attachment or controller.
 	args := append([]string{"upgrade", "--install", secondRelease, env.ChartDir(), "--namespace", secondNamespace, "--create-namespace"}, env.ValuesArgs()...)
 	args = append(args, "--set", "driverName="+secondDriver, "--set", "controller.enabled=false", "--set", "pools.shared.enabled=false",
-		"--set", "pools.exclusive.enabled=false", "--set", "networkAttachment.enabled=false", "--set", "metrics.enabled=false",
+		"--set", "pools.exclusive.enabled=false", "--set", "pools.legacy.enabled=false", "--set", "networkAttachment.enabled=false", "--set", "metrics.enabled=false",
 		"--set", "healthcheck.port=51516", "--wait", "--timeout", "3m")
 	if _, err := env.Helm(ctx, args...); err != nil {
 		// What the second plugin said, for the diagnosis.

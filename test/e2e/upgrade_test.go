@@ -6,12 +6,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/rdma-dra/rdma-dra-driver/test/e2e/framework"
 )
@@ -69,7 +71,7 @@ func TestUpgradeFromPrevious(t *testing.T) {
 
 	// A fresh installation of the previous version, not a downgrade of this one.
 	uninstallSuite(t, ctx, host, filepath.Join(env.HookInstallDir(), "rdma-dra-cdi-hook"), false)
-	args := append([]string{"upgrade", "--install", framework.Release, oldChart, "--namespace", framework.Namespace}, env.ValuesArgs()...)
+	args := append([]string{"upgrade", "--install", framework.Release, oldChart, "--namespace", framework.Namespace}, valuesForChart(t, oldChart, env.ValuesArgs())...)
 	if _, err := env.Helm(ctx, append(args, "--set-string", "image.tag="+tag)...); err != nil {
 		t.Fatalf("install %s: %v", ref, err)
 	}
@@ -196,4 +198,53 @@ func expectPrepared(t *testing.T, uids map[string]string) {
 			t.Errorf("checkpoint entry of claim %s (%s): %+v, want PrepareCompleted (%d entries)", name, uid, e, len(cp))
 		}
 	}
+}
+
+// valuesForChart returns the --values arguments args with copies of the files that leave
+// out the pools the chart at chartDir does not have (pools.legacy came after the previous
+// version): that chart's values schema refuses a pool it does not know, as it would refuse
+// an operator's values written for a later version. Nothing else is changed.
+func valuesForChart(t *testing.T, chartDir string, args []string) []string {
+	t.Helper()
+	var defaults struct {
+		Pools map[string]any `json:"pools"`
+	}
+	data, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, &defaults); err != nil {
+		t.Fatalf("values.yaml of %s: %v", chartDir, err)
+	}
+	out := slices.Clone(args)
+	for i := 1; i < len(out); i += 2 {
+		data, err := os.ReadFile(out[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		var values map[string]any
+		if err := yaml.Unmarshal(data, &values); err != nil {
+			t.Fatalf("%s: %v", out[i], err)
+		}
+		pools, _ := values["pools"].(map[string]any)
+		dropped := false
+		for name := range pools {
+			if _, ok := defaults.Pools[name]; !ok {
+				delete(pools, name)
+				dropped = true
+			}
+		}
+		if !dropped {
+			continue
+		}
+		if data, err = yaml.Marshal(values); err != nil {
+			t.Fatal(err)
+		}
+		copyPath := filepath.Join(t.TempDir(), filepath.Base(out[i]))
+		if err := os.WriteFile(copyPath, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out[i] = copyPath
+	}
+	return out
 }
