@@ -71,7 +71,10 @@ func TestUpgradeFromPrevious(t *testing.T) {
 
 	// A fresh installation of the previous version, not a downgrade of this one.
 	uninstallSuite(t, ctx, host, filepath.Join(env.HookInstallDir(), "rdma-dra-cdi-hook"), false)
-	args := append([]string{"upgrade", "--install", framework.Release, oldChart, "--namespace", framework.Namespace}, valuesForChart(t, oldChart, env.ValuesArgs())...)
+	// The values the previous version took: an operator upgrades with those first and turns
+	// on what this version adds afterwards (docs/install.md, Upgrading).
+	oldValues := valuesForChart(t, oldChart, env.ValuesArgs())
+	args := append([]string{"upgrade", "--install", framework.Release, oldChart, "--namespace", framework.Namespace}, oldValues...)
 	if _, err := env.Helm(ctx, append(args, "--set-string", "image.tag="+tag)...); err != nil {
 		t.Fatalf("install %s: %v", ref, err)
 	}
@@ -91,8 +94,12 @@ func TestUpgradeFromPrevious(t *testing.T) {
 	uids := claimUIDs(t, ctx, ns, shared, whole)
 	expectPrepared(t, uids)
 
-	t.Logf("helm upgrade from %s to this version", ref)
-	if err := env.Install(ctx, shares); err != nil {
+	t.Logf("helm upgrade from %s to this version, with the values of %s", ref, ref)
+	upgrade := append([]string{"upgrade", framework.Release, env.ChartDir(), "--namespace", framework.Namespace}, oldValues...)
+	if _, err := env.Helm(ctx, upgrade...); err != nil {
+		t.Fatalf("upgrade: %v", err)
+	}
+	if err := env.WaitReady(ctx, shares); err != nil {
 		t.Fatalf("upgrade: %v", err)
 	}
 	expectPluginImage(t, ctx, image)
@@ -121,6 +128,16 @@ func TestUpgradeFromPrevious(t *testing.T) {
 		}
 		return nil
 	})
+
+	// Then what this version adds (the suite's values turn on pools.legacy): the new
+	// controller's webhook, now running, admits the legacy pool.
+	t.Log("the suite's values, with what this version adds")
+	if err := env.Install(ctx, shares); err != nil {
+		t.Fatalf("enable this version's pools: %v", err)
+	}
+	if _, err := env.Client.ResourceV1().DeviceClasses().Get(ctx, legacyClass, metav1.GetOptions{}); err != nil {
+		t.Errorf("the legacy pool's DeviceClass after the upgrade: %v", err)
+	}
 }
 
 // gitShort is git rev-parse --short of the repository, as make image-oci names the tag.
