@@ -1,7 +1,6 @@
 package nodeconfig
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -29,20 +28,9 @@ func TestParseFabricReadiness(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := Parse([]byte(tt.data))
-			if len(tt.wantErr) > 0 {
-				if err == nil {
-					t.Fatalf("Parse succeeded, want an error with %q", tt.wantErr)
-				}
-				for _, w := range tt.wantErr {
-					if !strings.Contains(err.Error(), w) {
-						t.Errorf("error %q does not contain %q", err, w)
-					}
-				}
+			c, ok := parseCase(t, tt.data, tt.wantErr)
+			if !ok {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if got := c.FabricReadiness.Timeout(); got != tt.wantTimeout {
 				t.Errorf("Timeout() = %v, want %v", got, tt.wantTimeout)

@@ -73,20 +73,9 @@ legacyResources:
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := Parse([]byte(tt.data))
-			if len(tt.wantErr) > 0 {
-				if err == nil {
-					t.Fatalf("Parse succeeded, want an error with %q", tt.wantErr)
-				}
-				for _, w := range tt.wantErr {
-					if !strings.Contains(err.Error(), w) {
-						t.Errorf("error %q does not contain %q", err, w)
-					}
-				}
+			c, ok := parseCase(t, tt.data, tt.wantErr)
+			if !ok {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if diff := cmp.Diff(tt.want, c.LegacyResources); diff != "" {
 				t.Errorf("legacyResources (-want +got):\n%s", diff)
@@ -109,4 +98,27 @@ func TestLegacyResourceMatches(t *testing.T) {
 	if got := r.DeviceName(); got != "legacy-a" {
 		t.Errorf("DeviceName() = %q, want legacy-a", got)
 	}
+}
+
+// parseCase parses data for a table case. With wantErr it checks that Parse fails with an
+// error holding every entry and returns false; otherwise it fails the test on an error and
+// returns the configuration.
+func parseCase(t *testing.T, data string, wantErr []string) (Config, bool) {
+	t.Helper()
+	c, err := Parse([]byte(data))
+	if len(wantErr) > 0 {
+		if err == nil {
+			t.Fatalf("Parse succeeded, want an error with %q", wantErr)
+		}
+		for _, w := range wantErr {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("error %q does not contain %q", err, w)
+			}
+		}
+		return Config{}, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, true
 }
