@@ -195,7 +195,8 @@ func TestContributingListsMakeTargets(t *testing.T) {
 
 // TestReadmeTestCommands: the README's test commands are what .ci/run runs, so that the
 // commands a contributor copies are the ones CI holds the project to. Both sides are
-// compared as sets of make invocations (the README joins goals that take no variables).
+// compared as sets of make invocations (the README joins commands with &&; what follows
+// a # is a comment).
 func TestReadmeTestCommands(t *testing.T) {
 	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
 	if err != nil {
@@ -212,8 +213,11 @@ func TestReadmeTestCommands(t *testing.T) {
 	block, _, _ = strings.Cut(strings.TrimPrefix(strings.TrimSpace(block), "```console"), "```")
 	var fromReadme []string
 	for line := range strings.Lines(block) {
-		if line = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "$")); line != "" {
-			fromReadme = append(fromReadme, makeInvocations(line)...)
+		line, _, _ = strings.Cut(line, "#")
+		for cmd := range strings.SplitSeq(strings.TrimPrefix(strings.TrimSpace(line), "$"), "&&") {
+			if cmd = strings.TrimSpace(cmd); cmd != "" {
+				fromReadme = append(fromReadme, makeInvocations(cmd)...)
+			}
 		}
 	}
 	var fromCI []string
