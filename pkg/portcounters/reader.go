@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -31,11 +30,9 @@ type trackedPort struct {
 	Port
 	// dir is the port's directory on disk, below the root and free of symbolic links;
 	// empty when it could not be resolved, which reads as nothing.
-	dir []byte // NUL-terminated
-	// hw are the file names of hw_counters/ at Track, sorted, lifespan left out; hwC
-	// holds them NUL-terminated for the system calls.
-	hw  []string
-	hwC [][]byte
+	dir string
+	// hw are the file names of hw_counters/ at Track, sorted, lifespan left out.
+	hw []string
 	// hwLinkDowned is the index of link_downed in hw, -1 if none: soft-RoCE counts link
 	// downs there and has no counters/.
 	hwLinkDowned int
@@ -56,16 +53,11 @@ func (r *Reader) Track(ports []Port) {
 		if err == nil {
 			if dir, rerr := f.Resolve("class/infiniband/" + p.IBDev + "/ports/" + strconv.Itoa(p.Port)); rerr == nil {
 				abs := filepath.Join(r.root, filepath.FromSlash(dir))
-				tp.dir = cString(abs)
+				tp.dir = abs
 				tp.hw = listCounters(abs + "/" + HWCountersDir)
 			}
 		}
-		for i, name := range tp.hw {
-			tp.hwC = append(tp.hwC, cString(name))
-			if name == counterFiles[LinkDowned] {
-				tp.hwLinkDowned = i
-			}
-		}
+		tp.hwLinkDowned = slices.Index(tp.hw, counterFiles[LinkDowned])
 		tracked = append(tracked, tp)
 	}
 	r.mu.Lock()
@@ -112,19 +104,6 @@ func listCounters(dir string) []string {
 	return names
 }
 
-// namedC are the named counters' file names, NUL-terminated.
-var namedC = func() (out [NumCounters][]byte) {
-	for i, name := range counterFiles {
-		out[i] = cString(name)
-	}
-	return out
-}()
-
-var (
-	countersDirC   = cString(CountersDir)
-	hwCountersDirC = cString(HWCountersDir)
-)
-
 // Read reads every tracked port's named counters and hw_counters.
 func (r *Reader) Read() Reading {
 	ports := r.tracked()
@@ -134,24 +113,24 @@ func (r *Reader) Read() Reading {
 		tp := &ports[i]
 		pr := &out.Ports[i]
 		pr.Port = tp.Port
-		if tp.dir == nil {
+		if tp.dir == "" {
 			continue
 		}
-		dirfd, err := openAt(cwd, tp.dir, unix.O_DIRECTORY)
+		dirfd, err := openAt(unix.AT_FDCWD, tp.dir, unix.O_DIRECTORY)
 		if err != nil {
 			continue // the port is gone; the next scan stops tracking it
 		}
-		if cfd, err := openAt(dirfd, countersDirC, unix.O_DIRECTORY); err == nil {
+		if cfd, err := openAt(dirfd, CountersDir, unix.O_DIRECTORY); err == nil {
 			for c := range NumCounters {
-				pr.Values[c], pr.Has[c] = readCounter(cfd, namedC[c], &buf, &out.Errors)
+				pr.Values[c], pr.Has[c] = readCounter(cfd, counterFiles[c], &buf, &out.Errors)
 			}
 			_ = unix.Close(cfd)
 		}
 		if len(tp.hw) > 0 {
-			if hfd, err := openAt(dirfd, hwCountersDirC, unix.O_DIRECTORY); err == nil {
+			if hfd, err := openAt(dirfd, HWCountersDir, unix.O_DIRECTORY); err == nil {
 				pr.HW = make([]HWCounter, 0, len(tp.hw))
 				for j, name := range tp.hw {
-					if v, ok := readCounter(hfd, tp.hwC[j], &buf, &out.Errors); ok {
+					if v, ok := readCounter(hfd, name, &buf, &out.Errors); ok {
 						pr.HW = append(pr.HW, HWCounter{Name: name, Value: v})
 						if j == tp.hwLinkDowned && !pr.Has[LinkDowned] {
 							pr.Values[LinkDowned], pr.Has[LinkDowned] = v, true
@@ -185,21 +164,21 @@ func (r *Reader) ReadLinkErrors() []LinkErrors {
 		tp := &ports[i]
 		le := &out[i]
 		le.Port = tp.Port
-		if tp.dir == nil {
+		if tp.dir == "" {
 			continue
 		}
-		dirfd, err := openAt(cwd, tp.dir, unix.O_DIRECTORY)
+		dirfd, err := openAt(unix.AT_FDCWD, tp.dir, unix.O_DIRECTORY)
 		if err != nil {
 			continue
 		}
-		if cfd, err := openAt(dirfd, countersDirC, unix.O_DIRECTORY); err == nil {
-			le.LinkDowned, le.HasLinkDowned = readCounter(cfd, namedC[LinkDowned], &buf, &errs)
-			le.SymbolError, le.HasSymbolError = readCounter(cfd, namedC[SymbolError], &buf, &errs)
+		if cfd, err := openAt(dirfd, CountersDir, unix.O_DIRECTORY); err == nil {
+			le.LinkDowned, le.HasLinkDowned = readCounter(cfd, counterFiles[LinkDowned], &buf, &errs)
+			le.SymbolError, le.HasSymbolError = readCounter(cfd, counterFiles[SymbolError], &buf, &errs)
 			_ = unix.Close(cfd)
 		}
 		if !le.HasLinkDowned && tp.hwLinkDowned >= 0 {
-			if hfd, err := openAt(dirfd, hwCountersDirC, unix.O_DIRECTORY); err == nil {
-				le.LinkDowned, le.HasLinkDowned = readCounter(hfd, tp.hwC[tp.hwLinkDowned], &buf, &errs)
+			if hfd, err := openAt(dirfd, HWCountersDir, unix.O_DIRECTORY); err == nil {
+				le.LinkDowned, le.HasLinkDowned = readCounter(hfd, tp.hw[tp.hwLinkDowned], &buf, &errs)
 				_ = unix.Close(hfd)
 			}
 		}
@@ -211,7 +190,7 @@ func (r *Reader) ReadLinkErrors() []LinkErrors {
 // readCounter reads and parses one counter file in the directory dirfd. A file that does
 // not exist is not read (false); one that exists but cannot be read or parsed counts in
 // errs.
-func readCounter(dirfd int, name []byte, buf *[32]byte, errs *int) (uint64, bool) {
+func readCounter(dirfd int, name string, buf *[32]byte, errs *int) (uint64, bool) {
 	fd, err := openAt(dirfd, name, 0)
 	if err != nil {
 		if !errors.Is(err, syscall.ENOENT) {
@@ -238,23 +217,13 @@ func readCounter(dirfd int, name []byte, buf *[32]byte, errs *int) (uint64, bool
 	return v, true
 }
 
-// cwd is AT_FDCWD as a variable: the negative constant does not convert to uintptr.
-var cwd = unix.AT_FDCWD
-
-// openAt opens name (NUL-terminated) relative to dirfd read-only without following a
-// final symbolic link. It calls the kernel with the name as it is, unlike unix.Openat,
-// which copies every name it is given: a read of a large node opens thousands of files.
-func openAt(dirfd int, name []byte, flags int) (int, error) {
+// openAt opens name relative to dirfd read-only without following a final symbolic link.
+func openAt(dirfd int, name string, flags int) (int, error) {
 	for {
-		fd, _, errno := syscall.Syscall6(syscall.SYS_OPENAT, uintptr(dirfd), uintptr(unsafe.Pointer(&name[0])),
-			uintptr(syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NOFOLLOW|flags), 0, 0, 0)
-		switch errno {
-		case 0:
-			return int(fd), nil
-		case syscall.EINTR:
-			continue
+		fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|flags, 0)
+		if err != unix.EINTR {
+			return fd, err
 		}
-		return -1, errno
 	}
 }
 
@@ -268,14 +237,4 @@ func readOnce(fd int, buf []byte) (int, error) {
 		}
 		return n, err
 	}
-}
-
-// cString returns s NUL-terminated; a name with a NUL byte in it cannot be opened and
-// is cut there (no such file exists).
-func cString(s string) []byte {
-	b := make([]byte, 0, len(s)+1)
-	for i := 0; i < len(s) && s[i] != 0; i++ {
-		b = append(b, s[i])
-	}
-	return append(b, 0)
 }
