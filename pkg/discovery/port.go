@@ -131,7 +131,7 @@ func (s *scan) gidTable(pdir string) (ndev string, index *int) {
 func gidIndex(entries []gidEntry) *int {
 	for _, want := range []func(sysfs.GID) bool{sysfs.GID.IsIPv4Mapped, sysfs.GID.IsGlobalIPv6} {
 		for _, e := range entries {
-			if e.typ == sysfs.GIDTypeRoCEv2 && !e.gid.IsZero() && !e.gid.IsLinkLocal() && want(e.gid) {
+			if e.typ == sysfs.GIDTypeRoCEv2 && e.gid.IsRoutable() && want(e.gid) {
 				idx := e.index
 				return &idx
 			}

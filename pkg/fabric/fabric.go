@@ -192,7 +192,7 @@ func (c check) hasUsableGID(dir string) (bool, error) {
 		if err != nil {
 			continue
 		}
-		if !gid.IsZero() && !gid.IsLinkLocal() && (gid.IsIPv4Mapped() || gid.IsGlobalIPv6()) {
+		if gid.IsRoutable() {
 			return true, nil
 		}
 	}

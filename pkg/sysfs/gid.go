@@ -79,6 +79,13 @@ func (g GID) IsGlobalIPv6() bool {
 	return !a.Is4In6() && a.IsGlobalUnicast()
 }
 
+// IsRoutable reports whether a RoCE v2 entry with this GID can carry routed traffic, so
+// that the GID index rule may pick it: an IPv4-mapped or global IPv6 address, never the
+// zero GID and never a link-local one (fe80::/10, or IPv4's 169.254/16).
+func (g GID) IsRoutable() bool {
+	return !g.IsZero() && !g.IsLinkLocal() && (g.IsIPv4Mapped() || g.IsGlobalIPv6())
+}
+
 // GIDType is the RoCE version of a GID entry (gid_attrs/types/<i>).
 type GIDType string
 

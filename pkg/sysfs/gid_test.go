@@ -15,6 +15,7 @@ func TestParseGID(t *testing.T) {
 		{name: "ipv4 mapped", in: "0000:0000:0000:0000:0000:ffff:0a00:0605", v4mapped: true},
 		{name: "link local", in: "fe80:0000:0000:0000:7c8c:0903:00c3:cfee", linkLocal: true},
 		{name: "link local upper half of fe80::/10", in: "febf:0000:0000:0000:0000:0000:0000:0001", linkLocal: true},
+		{name: "ipv4 link local is not routable", in: "0000:0000:0000:0000:0000:ffff:a9fe:0304", v4mapped: true, linkLocal: true},
 		{name: "all zero", in: "0000:0000:0000:0000:0000:0000:0000:0000", zero: true},
 		{name: "global", in: "2001:0db8:0000:0000:0000:0000:0000:0001", globalIPv6: true},
 		{name: "unique local counts as global", in: "fd00:0000:0000:0000:0000:0000:0000:0042", globalIPv6: true},
@@ -49,6 +50,9 @@ func TestParseGID(t *testing.T) {
 			}
 			if got := g.IsGlobalIPv6(); got != tt.globalIPv6 {
 				t.Errorf("IsGlobalIPv6() = %v, want %v", got, tt.globalIPv6)
+			}
+			if got, want := g.IsRoutable(), (tt.v4mapped || tt.globalIPv6) && !tt.linkLocal; got != want {
+				t.Errorf("IsRoutable() = %v, want %v", got, want)
 			}
 		})
 	}
