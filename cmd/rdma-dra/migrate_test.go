@@ -25,11 +25,14 @@ import (
 )
 
 // railsJSON is the seed pod's shared-dev-plugin config for the dgx-h100 mock node: a is
-// its 8 InfiniBand rails, b its 2 RoCE ports.
-const railsJSON = `{"configList": [
-  {"resourceName": "rdma_shared_device_a", "rdmaHcaMax": 63, "selectors": {"vendors": ["15b3"], "deviceIDs": ["1021"], "linkTypes": ["infiniband"]}},
-  {"resourceName": "rdma_shared_device_b", "rdmaHcaMax": 63, "selectors": {"vendors": ["15b3"], "linkTypes": ["ether"]}}
-]}`
+// its 8 InfiniBand rails, b its 2 RoCE ports (pkg/migrate's testdata, shared with its tests).
+var railsJSON = func() string {
+	data, err := os.ReadFile(filepath.Join("..", "..", "pkg", "migrate", "testdata", "seed", "rails.json"))
+	if err != nil {
+		panic(err)
+	}
+	return string(data)
+}()
 
 // fakeCluster makes migrate's clients fake ones holding objects.
 func fakeCluster(t *testing.T, objects ...runtime.Object) {

@@ -3,6 +3,8 @@ package migrate
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -20,11 +22,15 @@ import (
 )
 
 // railsConfig is the seed pod's shared-dev-plugin config (docs/migration.md) for the
-// dgx-h100 mock node: a unit of a is its 8 InfiniBand rails, of b its 2 RoCE ports.
-const railsConfig = `{"configList": [
-  {"resourceName": "rdma_shared_device_a", "rdmaHcaMax": 63, "selectors": {"vendors": ["15b3"], "deviceIDs": ["1021"], "linkTypes": ["infiniband"]}},
-  {"resourceName": "rdma_shared_device_b", "rdmaHcaMax": 63, "selectors": {"vendors": ["15b3"], "linkTypes": ["ether"]}}
-]}`
+// dgx-h100 mock node: a unit of a is its 8 InfiniBand rails, of b its 2 RoCE ports. The
+// CLI's tests read the same file.
+var railsConfig = func() string {
+	data, err := os.ReadFile(filepath.Join("testdata", "seed", "rails.json"))
+	if err != nil {
+		panic(err)
+	}
+	return string(data)
+}()
 
 // clusterNodeObject is a node whose device plugin advertises capacity; allocatable is
 // the same unless alloc names a resource with another value.
