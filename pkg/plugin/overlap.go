@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"fmt"
+	"iter"
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -29,7 +30,8 @@ import (
 // so the sorted UIDs, which make the reported conflict deterministic, are computed once.
 func checkOverlap(cp *checkpoint.Checkpoint, want *checkpoint.Claim) error {
 	uids := checkpoint.SortedUIDs(cp)
-	for _, dev := range want.Devices {
+	for i := range want.Devices {
+		dev := &want.Devices[i]
 		if dev.AdminAccess {
 			continue
 		}
@@ -38,7 +40,8 @@ func checkOverlap(cp *checkpoint.Checkpoint, want *checkpoint.Claim) error {
 				continue
 			}
 			other := cp.Claims[otherUID]
-			for _, held := range other.Devices {
+			for j := range other.Devices {
+				held := &other.Devices[j]
 				if held.AdminAccess {
 					continue
 				}
@@ -53,9 +56,9 @@ func checkOverlap(cp *checkpoint.Checkpoint, want *checkpoint.Claim) error {
 }
 
 // conflict says why two devices of different claims cannot both be prepared, or "".
-func conflict(want, held checkpoint.Device) string {
-	for _, w := range holdings(want) {
-		for _, h := range holdings(held) {
+func conflict(want, held *checkpoint.Device) string {
+	for w := range holdings(want) {
+		for h := range holdings(held) {
 			if why := devicemodel.ExclusiveConflict(w, h); why != "" {
 				return why
 			}
@@ -67,17 +70,21 @@ func conflict(want, held checkpoint.Device) string {
 	return ""
 }
 
-// holdings are what devicemodel.ExclusiveConflict compares of a prepared device: its
-// port, or each port of a legacy device, which holds them as a share does.
-func holdings(d checkpoint.Device) []devicemodel.Holding {
-	if len(d.Ports) == 0 {
-		return []devicemodel.Holding{{IBDev: d.IBDev, PortKey: d.PortKey, Exclusive: d.Exclusive}}
+// holdings yields what devicemodel.ExclusiveConflict compares of a prepared device: its
+// port, or each port of a legacy device, which holds them as a share does. It allocates
+// nothing: checkOverlap calls it for every pair of devices on the node.
+func holdings(d *checkpoint.Device) iter.Seq[devicemodel.Holding] {
+	return func(yield func(devicemodel.Holding) bool) {
+		if len(d.Ports) == 0 {
+			yield(devicemodel.Holding{IBDev: d.IBDev, PortKey: d.PortKey, Exclusive: d.Exclusive})
+			return
+		}
+		for _, p := range d.Ports {
+			if !yield(devicemodel.Holding{IBDev: p.IBDev, PortKey: p.PortKey}) {
+				return
+			}
+		}
 	}
-	out := make([]devicemodel.Holding, 0, len(d.Ports))
-	for _, p := range d.Ports {
-		out = append(out, devicemodel.Holding{IBDev: p.IBDev, PortKey: p.PortKey})
-	}
-	return out
 }
 
 // checkShares refuses a claim whose shares of a shared device, added to those that other
