@@ -23,12 +23,21 @@ import (
 	"github.com/rdma-dra/rdma-dra-driver/test/e2e/framework"
 )
 
-// workloads are the demo manifests, each with its namespace.
-var workloads = []struct{ file, namespace, shows string }{
+// workload is a demo manifest with its namespace.
+type workload struct{ file, namespace, shows string }
+
+// alone are the workloads that run, are shown and are removed before the others: the
+// unchanged device-plugin pod gets every InfiniBand rail of the node, which the whole-port
+// workloads below take too, and a legacy unit and a whole port exclude each other.
+var alone = []workload{
+	{"demo/legacy-extended-resource/legacy-pod.yaml", "rdma-demo-legacy", "unchanged pod asking for rdma/hca_shared_devices_a: 1 (every IB rail; removed before the rest run)"},
+}
+
+// workloads are the demo manifests that run together.
+var workloads = []workload{
 	{"demo/shared-port/shares-of-one-port.yaml", "rdma-demo-shares", "two pods, each a claim for 4 shares of mlx5_0"},
 	{"demo/exclusive-ib-pair/exclusive-ib-pair.yaml", "rdma-demo-exclusive", "two whole IB ports on one NUMA node"},
 	{"demo/prefer-whole-port/prefer-whole-port.yaml", "rdma-demo-fallback", "firstAvailable: a whole port, else a share"},
-	{"demo/legacy-extended-resource/legacy-pod.yaml", "rdma-demo-legacy", "unchanged pod asking for rdma/hca_shared_devices_a: 1"},
 	{"demo/perftest/roce-pair.yaml", rocePairNamespace, "RoCE pair without hostNetwork: macvlan rdma0 from the node's pool"},
 }
 
@@ -59,15 +68,36 @@ func run(repo string, timeout time.Duration) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout+time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*timeout+2*time.Minute)
 	defer cancel()
+	// A demo of an earlier run holds whole rails: it goes first, so that a run from any
+	// state shows the same.
+	for _, w := range workloads {
+		if _, err := env.Kubectl(ctx, "delete", "-f", filepath.Join(repo, w.file), "--ignore-not-found", "--wait"); err != nil {
+			return err
+		}
+	}
+	var rows []row
+	for _, w := range alone {
+		if _, err := env.Kubectl(ctx, "apply", "-f", filepath.Join(repo, w.file)); err != nil {
+			return err
+		}
+		fmt.Printf("Applied %s; waiting for its pods ...\n", w.file)
+		r, err := waitWorkload(ctx, env, w.namespace, w.shows, timeout)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, r...)
+		if _, err := env.Kubectl(ctx, "delete", "-f", filepath.Join(repo, w.file), "--wait"); err != nil {
+			return err
+		}
+	}
 	for _, w := range workloads {
 		if _, err := env.Kubectl(ctx, "apply", "-f", filepath.Join(repo, w.file)); err != nil {
 			return err
 		}
 	}
 	fmt.Println("Applied the demo workloads; waiting for their pods ...")
-	var rows []row
 	for _, w := range workloads {
 		r, err := waitWorkload(ctx, env, w.namespace, w.shows, timeout)
 		if err != nil {
@@ -217,7 +247,7 @@ Explore:
   _output/bin/kubectl -n rdma-dra-driver logs daemonset/rdma-dra-driver-kubelet-plugin
   _output/bin/kubectl -n rdma-demo-roce exec roce-a -- ip -o addr show dev rdma0
   _output/bin/kubectl -n rdma-demo-roce get resourceclaims -o jsonpath='{.items[*].status.devices[*].networkData}'
-Remove the workloads: _output/bin/kubectl delete ns rdma-demo-shares rdma-demo-exclusive rdma-demo-fallback rdma-demo-legacy rdma-demo-roce
+Remove the workloads: _output/bin/kubectl delete ns rdma-demo-shares rdma-demo-exclusive rdma-demo-fallback rdma-demo-roce
 Tear down:            make cluster-down
 `, env.Kubeconfig)
 }
