@@ -106,6 +106,14 @@ type Port struct {
 	PCIBusID string `json:"pci_bus_id,omitempty"`
 	// PCIeRoot is the PCIe root complex, e.g. pci0000:00; empty for virtual devices.
 	PCIeRoot string `json:"pcie_root,omitempty"`
+	// DataDirectBusID and DataDirectPCIeRoot are the adapter's Data Direct PCI function
+	// (ConnectX-8 and later) and its root complex: the function the adapter's DMA goes
+	// through, on the accelerator's side of the PCIe topology. Empty when it has none.
+	DataDirectBusID    string `json:"data_direct_pci_bus_id,omitempty"`
+	DataDirectPCIeRoot string `json:"data_direct_pcie_root,omitempty"`
+	// GPUDirect is how the node can register GPU memory with the port for GPUDirect
+	// RDMA: GPUDirectDMABuf, GPUDirectPeermem, or empty for neither.
+	GPUDirect string `json:"gpudirect,omitempty"`
 	// NUMANode is the PCI function's NUMA node; nil when unknown (-1 in sysfs).
 	NUMANode *int `json:"numa_node,omitempty"`
 	// SRIOVVF is true for an SR-IOV virtual function; PhysFn is then its PF's bus ID.
@@ -123,6 +131,14 @@ type Port struct {
 	UMAD *CharDev `json:"umad,omitempty"`
 	ISSM *CharDev `json:"issm,omitempty"`
 }
+
+// The ways GPU memory reaches an RDMA port (Port.GPUDirect).
+const (
+	// GPUDirectDMABuf: the kernel's dma-buf, with NVIDIA's open kernel modules.
+	GPUDirectDMABuf = "dmabuf"
+	// GPUDirectPeermem: the nvidia_peermem module's peer-memory client.
+	GPUDirectPeermem = "peermem"
+)
 
 // CharDev is one character device below /dev/infiniband.
 type CharDev struct {
