@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -372,7 +371,7 @@ func (d *Driver) HandleError(ctx context.Context, err error, msg string) {
 	if errors.Is(err, kubeletplugin.ErrRecoverable) {
 		// The helper reports stale health streams this way too; they are no publish
 		// error (the health monitor stops resending when it cannot read the ports).
-		if !strings.Contains(msg, "health") {
+		if !isStaleHealth(err) {
 			d.metrics.PublishError("apiserver")
 		}
 		logger.Error(err, msg)
@@ -380,6 +379,16 @@ func (d *Driver) HandleError(ctx context.Context, err error, msg string) {
 	}
 	logger.Error(err, "Stopping after an error that retrying cannot fix", "msg", msg)
 	d.fatal(fmt.Errorf("%s: %w", msg, err))
+}
+
+// isStaleHealth tells the helper's stale-health report from its publishing errors. The
+// helper (k8s.io/dynamic-resource-allocation/kubeletplugin, v0.37) gives neither a type
+// of its own: a publishing error is its unexported recoverableError around the
+// ResourceSlice controller's error, while the stale-health report wraps ErrRecoverable
+// itself, directly. That structure is what is tested here, not the message; a typed
+// error for the health report is asked upstream (docs/kubelet-plugin.md, "Upstream").
+func isStaleHealth(err error) bool {
+	return errors.Unwrap(err) == kubeletplugin.ErrRecoverable //nolint:errorlint // the direct wrap is the distinction
 }
 
 // WatchHealthStatus implements [kubeletplugin.DRAPlugin]: the health of every device,

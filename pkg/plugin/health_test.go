@@ -3,12 +3,14 @@ package plugin
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	drahealthv1 "k8s.io/kubelet/pkg/apis/dra-health/v1"
 	testclock "k8s.io/utils/clock/testing"
 
@@ -131,7 +133,9 @@ func TestStaleHealthIsNoPublishError(t *testing.T) {
 		}
 		return 0
 	}
-	d.HandleError(h.ctx, wrapRecoverable(errors.New("no device health report was sent for 31s")),
+	// Shaped as the helper makes it (kubeletplugin/health.go): ErrRecoverable wrapped
+	// directly, with a message that does not matter.
+	d.HandleError(h.ctx, fmt.Errorf("no device health report was sent for 31s: %w", kubeletplugin.ErrRecoverable),
 		"device health reports are stale, WatchHealthStatus must re-send within each device's HealthCheckTimeout")
 	if got := apiErrors(); got != 0 {
 		t.Errorf("stale health counted as %v publish errors", got)
