@@ -127,3 +127,21 @@ func FuzzParseCounter(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseVPD(f *testing.F) {
+	f.Add(cx8VPD())
+	f.Add([]byte{0x78})
+	f.Add([]byte{0x90, 0x04, 0x00, 'V', '3', 0x01, 'x', 0x78})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v, err := ParseVPD(b)
+		if err != nil {
+			return
+		}
+		// Whatever parses has well-formed keywords whose values fit the input.
+		for _, fld := range v.ReadOnly {
+			if len(fld.Keyword) != 2 || !isKeywordChar(fld.Keyword[0]) || !isKeywordChar(fld.Keyword[1]) || len(fld.Value) > len(b) {
+				t.Fatalf("ParseVPD(%x) field %q of %d bytes", b, fld.Keyword, len(fld.Value))
+			}
+		}
+	})
+}

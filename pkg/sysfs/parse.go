@@ -253,6 +253,17 @@ func ParseNetnsMode(s string) (shared bool, err error) {
 	return false, syntaxError(s, "Y or N")
 }
 
+// ParseTaint parses module/<name>/taint: the module's taint flags, one upper-case letter
+// each (P proprietary licence, O out of tree, E unsigned, ...), possibly none.
+func ParseTaint(s string) (string, error) {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 'A' || s[i] > 'Z' {
+			return "", syntaxError(s, "taint flags, upper-case letters such as PO or OE")
+		}
+	}
+	return s, nil
+}
+
 // ParseLID parses ports/<p>/lid or sm_lid ("0x538"): a 16-bit local identifier.
 func ParseLID(s string) (uint16, error) {
 	h, ok := strings.CutPrefix(s, "0x")

@@ -3,6 +3,7 @@ package sysfs
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"path"
 	"slices"
@@ -36,6 +37,30 @@ func (f *FS) ReadString(name string) (string, error) {
 		return "", err
 	}
 	return strings.TrimSuffix(string(b), "\n"), nil
+}
+
+// ReadBytes returns the content of the binary file name as it is, without trimming a
+// newline: the vpd of a PCI function. It reads until the end of the file (a binary
+// attribute returns at most a page per read, so a short read is not the end) and refuses
+// files larger than any sysfs attribute.
+func (f *FS) ReadBytes(name string) ([]byte, error) {
+	p, err := f.Resolve(name)
+	if err != nil {
+		return nil, err
+	}
+	file, err := f.fsys.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = file.Close() }()
+	b, err := io.ReadAll(io.LimitReader(file, maxFileSize+1))
+	if err != nil {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: err}
+	}
+	if len(b) > maxFileSize {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("larger than %d bytes", maxFileSize)}
+	}
+	return b, nil
 }
 
 // ReadDirNames returns the sorted names of the entries of the directory name. The slice
