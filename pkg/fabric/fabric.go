@@ -8,10 +8,8 @@
 package fabric
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/sysfs"
@@ -130,46 +128,15 @@ func (c *Checker) Check(p *discovery.Port, want Want) error {
 	return nil
 }
 
-// pkeyFull is the membership bit of a P_Key; the partition is the other 15 bits.
-const pkeyFull = 0x8000
-
-// hasPKey reports whether the port's P_Key table has want's partition with the
-// membership want asks for. Unused entries read 0x0000 and never match (a partition is
-// never 0).
+// hasPKey reports whether the port's P_Key table has an entry that serves want: its
+// partition with at least the membership want asks for (sysfs.PKeyAdmits).
 func (c check) hasPKey(dir string, want uint16) (bool, error) {
-	names, err := c.fs.ReadDirNames(dir + "/pkeys")
+	table, err := sysfs.ReadPKeyTable(c.fs, dir)
 	if err != nil {
 		return false, err
 	}
-	for _, n := range names {
-		if _, err := strconv.Atoi(n); err != nil {
-			continue
-		}
-		v, err := sysfs.Read(c.fs, dir+"/pkeys/"+n, parsePKey)
-		if err != nil {
-			if errors.Is(err, sysfs.ErrSyntax) {
-				return false, err
-			}
-			continue
-		}
-		if v&^pkeyFull == want&^pkeyFull && (want&pkeyFull == 0 || v&pkeyFull != 0) {
-			return true, nil
-		}
-	}
-	return false, nil
-}
-
-// parsePKey parses a pkeys/<i> file: 0x and four hex digits.
-func parsePKey(s string) (uint16, error) {
-	hex, ok := strings.CutPrefix(s, "0x")
-	if !ok || len(hex) == 0 || len(hex) > 4 {
-		return 0, fmt.Errorf("%w: P_Key %q, want 0x and up to four hex digits", sysfs.ErrSyntax, s)
-	}
-	v, err := strconv.ParseUint(hex, 16, 16)
-	if err != nil {
-		return 0, fmt.Errorf("%w: P_Key %q, want 0x and up to four hex digits", sysfs.ErrSyntax, s)
-	}
-	return uint16(v), nil
+	_, found := table.Index(want)
+	return found, nil
 }
 
 // hasUsableGID reports whether a RoCE port has a valid RoCE v2 entry with an IPv4-mapped

@@ -162,25 +162,3 @@ func TestCheckSeesChanges(t *testing.T) {
 		t.Fatalf("after the P_Key was added = %v, want ready", err)
 	}
 }
-
-func FuzzParsePKey(f *testing.F) {
-	for _, s := range []string{"0xffff", "0x8001", "0x0000", "0x", "ffff", "0x12345", "0xgg"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		v, err := parsePKey(s)
-		if err != nil {
-			return
-		}
-		// What parses is 0x and one to four hex digits, and reads back as that value.
-		back, err := parsePKey("0x" + formatHex(v))
-		if err != nil || back != v {
-			t.Fatalf("parsePKey(%q) = %#x, which does not read back: %#x, %v", s, v, back, err)
-		}
-	})
-}
-
-func formatHex(v uint16) string {
-	const digits = "0123456789abcdef"
-	return string([]byte{digits[v>>12], digits[v>>8&0xf], digits[v>>4&0xf], digits[v&0xf]})
-}

@@ -1,6 +1,7 @@
 package sysfs
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -142,6 +143,26 @@ func FuzzParseVPD(f *testing.F) {
 			if len(fld.Keyword) != 2 || !isKeywordChar(fld.Keyword[0]) || !isKeywordChar(fld.Keyword[1]) || len(fld.Value) > len(b) {
 				t.Fatalf("ParseVPD(%x) field %q of %d bytes", b, fld.Keyword, len(fld.Value))
 			}
+		}
+	})
+}
+
+func FuzzParsePKey(f *testing.F) {
+	for _, s := range []string{"0xffff", "0x8001", "0x0000", "0x", "ffff", "0x12345", "0xgg"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		v, err := ParsePKey(s)
+		if err != nil {
+			return
+		}
+		// What parses is 0x and one to four hex digits, and reads back as that value.
+		back, err := ParsePKey(fmt.Sprintf("0x%04x", v))
+		if err != nil || back != v {
+			t.Fatalf("ParsePKey(%q) = %#x, which does not read back: %#x, %v", s, v, back, err)
+		}
+		if !strings.EqualFold(strings.TrimLeft(s[2:], "0"), strings.TrimLeft(fmt.Sprintf("%x", v), "0")) {
+			t.Fatalf("ParsePKey(%q) = %#x", s, v)
 		}
 	})
 }
