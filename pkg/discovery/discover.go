@@ -78,8 +78,20 @@ func (d *Discoverer) Discover(ctx context.Context) (*Inventory, error) {
 	for _, ports := range perDevice {
 		inv.Ports = append(inv.Ports, ports...)
 	}
+	s.gpuDirect(inv.Ports)
 	SortPorts(inv.Ports)
 	return inv, nil
+}
+
+// gpuDirect fills each port's GPUDirect from the NVIDIA driver's modules, read once.
+func (s *scan) gpuDirect(ports []Port) {
+	d, err := ReadGPUDriver(s.fs)
+	if err != nil {
+		s.unknown(nvidiaModuleTaint, err)
+	}
+	for i := range ports {
+		ports[i].GPUDirect, _ = d.GPUDirect(&ports[i])
+	}
 }
 
 // maxScanWorkers bounds the devices scanned at once. A scan is almost all system calls

@@ -120,8 +120,23 @@ func TestFindings(t *testing.T) {
 		{name: "InfiniBand only", profile: "disabled-port", check: CheckRoCEGID, want: Skip, found: []string{"no RoCE"}},
 
 		// GPUDirect RDMA.
+		{name: "proprietary NVIDIA driver with nvidia_peermem", check: CheckGPUDirect, want: OK, found: []string{"gpudirect=peermem on 10 ports"}},
 		{name: "NVIDIA driver without nvidia_peermem", setup: func(f *fixture) { f.remove(f.sys("module/nvidia_peermem")) },
-			check: CheckGPUDirect, want: Warn, found: []string{"nvidia_peermem not"}, fix: []string{"modprobe -a nvidia_peermem"}},
+			check: CheckGPUDirect, want: Warn, found: []string{"10 of 10 ports without GPUDirect RDMA", "mlx5_0/1: proprietary NVIDIA kernel modules (taint PO)"},
+			fix: []string{"modprobe -a nvidia_peermem", "open kernel modules"}},
+		{name: "open kernel modules", setup: func(f *fixture) {
+			f.remove(f.sys("module/nvidia_peermem"))
+			f.writeFile(f.sys("module/nvidia/taint"), "OE\n")
+		}, check: CheckGPUDirect, want: OK, found: []string{"gpudirect=dmabuf on 10 ports"}},
+		{name: "open kernel modules and nvidia_peermem", setup: func(f *fixture) { f.writeFile(f.sys("module/nvidia/taint"), "O\n") },
+			check: CheckGPUDirect, want: OK, found: []string{"gpudirect=dmabuf on 10 ports", "nvidia_peermem is loaded too"}},
+		{name: "NVIDIA taint unreadable", setup: func(f *fixture) {
+			f.remove(f.sys("module/nvidia_peermem"))
+			f.writeFile(f.sys("module/nvidia/taint"), "P O\n")
+		}, check: CheckGPUDirect, want: Warn, found: []string{"taint cannot be read", "count as proprietary"}, fix: []string{"nvidia_peermem"}},
+		{name: "ports of a driver not known to register GPU memory", profile: "intel-e810", check: CheckGPUDirect, want: Warn,
+			found: []string{"2 of 2 ports", "irdma0/1: driver ice is not known to register GPU memory"}, fix: []string{"Ports of ice", "NCCL_DEBUG=INFO"}},
+		{name: "soft-RoCE only", profile: "soft-roce", check: CheckGPUDirect, want: Skip, found: []string{"virtual device"}},
 		{name: "no NVIDIA driver", setup: func(f *fixture) { f.remove(f.sys("module/nvidia")) },
 			check: CheckGPUDirect, want: Skip, found: []string{"no NVIDIA driver loaded"}},
 

@@ -39,7 +39,7 @@ const containerdPID = 4242
 // newFixture writes the mock profile (after edit, when given) and a healthy node around
 // it: containerd 2.x running with an unlimited memlock limit, a version 3 config that
 // scans the fixture's CDI directories and names an NRI socket that exists, and the
-// NVIDIA modules with nvidia_peermem.
+// NVIDIA's proprietary modules with nvidia_peermem.
 func newFixture(t *testing.T, profile string, edit func(*mocknode.Node)) *fixture {
 	t.Helper()
 	p, err := mocknode.Lookup(profile)
@@ -83,7 +83,7 @@ func newFixture(t *testing.T, profile string, edit func(*mocknode.Node)) *fixtur
 	for _, d := range cdiDirs {
 		f.mkdir(d)
 	}
-	f.mkdir(f.sys("module/nvidia"))
+	f.writeFile(f.sys("module/nvidia/taint"), "PO\n")
 	f.mkdir(f.sys("module/nvidia_peermem"))
 	f.process(containerdPID, "containerd", []string{"/usr/bin/containerd"}, "unlimited", "unlimited")
 	f.writeFile(f.h.ContainerdConfig, fmt.Sprintf("version = 3\n\n[plugins.'io.containerd.cri.v1.runtime']\n  cdi_spec_dirs = [%q, %q]\n",

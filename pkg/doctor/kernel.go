@@ -303,22 +303,80 @@ func checkRoCEGID(e *env) Result {
 	return r
 }
 
-// checkGPUDirect reports whether nvidia_peermem is loaded where an NVIDIA driver is: without
-// it (or DMA-BUF, which this check does not look at) NCCL cannot register GPU memory with
-// the HCA and stages through host memory.
+// checkGPUDirect reports how each RDMA port can reach GPU memory for GPUDirect RDMA, by
+// the rule discovery publishes as the port's gpudirect attribute (the one function
+// discovery.GPUDriver.GPUDirect): dma-buf with NVIDIA's open kernel modules, peer memory
+// with nvidia_peermem, or neither, where NCCL stages GPU data through host memory.
 func checkGPUDirect(e *env) Result {
 	r := Result{Check: CheckGPUDirect}
-	switch {
-	case !e.exists("module/nvidia"):
-		r.Status, r.Found = Skip, "no NVIDIA driver loaded (no module/nvidia)"
-	case e.exists("module/nvidia_peermem"):
-		r.Status, r.Found = OK, "nvidia_peermem loaded: GPUDirect RDMA through peer memory"
-	default:
-		r.Status = Warn
-		r.Found = "NVIDIA driver loaded, nvidia_peermem not: GPUDirect RDMA through peer memory is unavailable (DMA-BUF, which needs no module, is not checked)"
-		r.Fix = modulesLoadFix([]string{"nvidia_peermem"}) + " (it ships with the NVIDIA driver); not needed where NCCL uses DMA-BUF."
+	if e.fs == nil {
+		return e.noInventory(r.Check)
 	}
+	d, taintErr := discovery.ReadGPUDriver(e.fs)
+	if !d.Loaded {
+		r.Status, r.Found = Skip, "no NVIDIA driver loaded (no module/nvidia)"
+		return r
+	}
+	if e.inv == nil {
+		return e.noInventory(r.Check)
+	}
+	counts := map[string]int{}
+	var without, fixes []string
+	hardware := 0
+	for i := range e.inv.Ports {
+		p := &e.inv.Ports[i]
+		if p.Virtual {
+			continue // no DMA engine of its own: never a way, and nothing to fix
+		}
+		hardware++
+		mode, why := d.GPUDirect(p)
+		if mode != "" {
+			counts[mode]++
+			continue
+		}
+		without = append(without, fmt.Sprintf("%s/%d: %s", p.IBDev, p.Port, why))
+		fixes = appendOnce(fixes, gpuDirectFix(p))
+	}
+	if hardware == 0 {
+		r.Status, r.Found = Skip, "no RDMA port of a PCI device: a virtual device (soft-RoCE, soft-iWARP) cannot reach GPU memory"
+		return r
+	}
+	var ways []string
+	for _, mode := range []string{discovery.GPUDirectDMABuf, discovery.GPUDirectPeermem} {
+		if counts[mode] > 0 {
+			ways = append(ways, fmt.Sprintf("gpudirect=%s on %s", mode, plural(counts[mode], "port")))
+		}
+	}
+	if counts[discovery.GPUDirectDMABuf] > 0 && d.Peermem {
+		ways = append(ways, "nvidia_peermem is loaded too, and NCCL prefers dma-buf")
+	}
+	if taintErr != nil {
+		ways = append(ways, fmt.Sprintf("%v, so the NVIDIA modules count as proprietary", taintErr))
+	}
+	if len(without) == 0 {
+		r.Status, r.Found = OK, strings.Join(ways, "; ")
+		return r
+	}
+	r.Status = Warn
+	r.Found = fmt.Sprintf("%d of %s without GPUDirect RDMA, where NCCL stages GPU data through host memory: %s",
+		len(without), plural(hardware, "port"), strings.Join(without, "; "))
+	if len(ways) > 0 {
+		r.Found += "; " + strings.Join(ways, "; ")
+	}
+	r.Fix = strings.Join(fixes, " ")
 	return r
+}
+
+// gpuDirectFix is what gives port p, which has none, a way to GPU memory.
+func gpuDirectFix(p *discovery.Port) string {
+	if discovery.RegistersGPUMemory(p.Driver) {
+		return modulesLoadFix([]string{"nvidia_peermem"}) + " (it ships with the NVIDIA driver), or install NVIDIA's open kernel modules, whose dma-buf needs no extra module."
+	}
+	drv := p.Driver
+	if drv == "" {
+		drv = "an unknown driver"
+	}
+	return fmt.Sprintf("Ports of %s are not known to register GPU memory (docs/sysfs.md lists the drivers that are); NCCL_DEBUG=INFO shows whether NCCL finds a way of its own.", drv)
 }
 
 // checkIBDev2Netdev lists each port the way ibdev2netdev prints it, from discovery's
