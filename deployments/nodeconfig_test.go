@@ -117,6 +117,7 @@ include:
   ifNames: ["ibp*", "bond0", 'eth\*', "[^b]*", "[a-c]x", "[\\]a]"]
   linkTypes: [InfiniBand, ether]
   pciAddresses: ["0000:1a:*"]
+  portGUIDs: ["7c8c:0903:00c3:cfee", "0x7C8C090300C3CFEF", "7c8c:0903:*", 'a088\:*']
 exclude: [{ifNames: ["bond-storage"]}]
 modes: shared
 shares: 100
@@ -156,6 +157,22 @@ network:
 		{name: "flapping unknown key", value: "{health: {flapping: {window: 30}}}", schemaAt: "/health/flapping", pluginErr: `unknown field "health.flapping.window"`},
 		{name: "health unknown key", value: "{health: {flaps: {}}}", schemaAt: "/health", pluginErr: `unknown field "health.flaps"`},
 		{name: "fabric selector misspelt", value: "{fabricReadiness: {include: [{linkType: [IB]}]}}", schemaAt: "/fabricReadiness/include/0", pluginErr: "fabricReadiness.include[0].linkType"},
+
+		{name: "rails", value: "{rails: [{rail: 0, selectors: [{pciAddresses: ['0000:0c:00.0']}, {ifNames: [ibp12s0]}]}, {rail: 63, selectors: [{portGUIDs: ['0xa088c20300aa0000']}]}]}", valid: true},
+		{name: "rail missing", value: "{rails: [{selectors: [{ibdevs: [mlx5_0]}]}]}", schemaAt: "/rails/0", pluginErr: "rails[0].rail: Required value"},
+		{name: "rail one too many", value: fmt.Sprintf("{rails: [{rail: %d, selectors: [{ibdevs: [mlx5_0]}]}]}", nodeconfig.MaxRail+1), schemaAt: "/rails/0/rail", pluginErr: "rails[0].rail"},
+		{name: "rail negative", value: "{rails: [{rail: -1, selectors: [{ibdevs: [mlx5_0]}]}]}", schemaAt: "/rails/0/rail", pluginErr: "rails[0].rail"},
+		{name: "rail as a string", value: `{rails: [{rail: "0", selectors: [{ibdevs: [mlx5_0]}]}]}`, schemaAt: "/rails/0/rail", pluginErr: "rails.rail"},
+		{name: "rail without selectors", value: "{rails: [{rail: 0}]}", schemaAt: "/rails/0", pluginErr: "rails[0].selectors: Required value"},
+		{name: "rail with no selector", value: "{rails: [{rail: 0, selectors: []}]}", schemaAt: "/rails/0/selectors", pluginErr: "rails[0].selectors: Required value"},
+		{name: "rail selectors too many", value: "{rails: [{rail: 0, selectors: [" + strings.Repeat("{ibdevs: [x]},", nodeconfig.MaxRailSelectors+1) + "]}]}",
+			schemaAt: "/rails/0/selectors", pluginErr: "rails[0].selectors: Too many"},
+		{name: "rail selector misspelt", value: "{rails: [{rail: 0, selectors: [{pciAddress: ['0000:0c:00.0']}]}]}", schemaAt: "/rails/0/selectors/0", pluginErr: `unknown field "rails[0].selectors[0].pciAddress"`},
+		{name: "rail unknown key", value: "{rails: [{id: 0, rail: 0, selectors: [{ibdevs: [x]}]}]}", schemaAt: "/rails/0", pluginErr: `unknown field "rails[0].id"`},
+		{name: "port GUID cut short", value: "{include: [{portGUIDs: ['7c8c:0903:00c3']}]}", schemaAt: "/include/0/portGUIDs/0", pluginErr: "include[0].portGUIDs[0]"},
+		{name: "port GUID pattern in ibstat's notation", value: "{include: [{portGUIDs: ['0X7c8c*']}]}", schemaAt: "/include/0/portGUIDs/0", pluginErr: "include[0].portGUIDs[0]"},
+		{name: "port GUID bad pattern", value: "{include: [{portGUIDs: ['7c8c:[']}]}", schemaAt: "/include/0/portGUIDs/0", pluginErr: "include[0].portGUIDs[0]"},
+		{name: "port GUID as a number", value: "{include: [{portGUIDs: [7]}]}", schemaAt: "/include/0/portGUIDs/0", pluginErr: "include.portGUIDs"},
 
 		// Wrong types.
 		{name: "shares as a string", value: `{shares: "8"}`, schemaAt: "/shares", pluginErr: "shares"},
@@ -243,6 +260,14 @@ network:
 			pluginOnly: "the size of a range is arithmetic on two fields"},
 		{name: "overlapping pools", value: "{network: {addressPools: [{subnet: 10.0.0.0/24}, {name: b, subnet: 10.0.0.0/25}]}}", pluginErr: "network.addressPools[1]",
 			pluginOnly: "overlap compares two list entries"},
+		{name: "rail listed twice", value: "{rails: [{rail: 1, selectors: [{ibdevs: [a]}]}, {rail: 1, selectors: [{ibdevs: [b]}]}]}", pluginErr: "rails[1].rail: Duplicate value",
+			pluginOnly: "uniqueness of one property compares list entries"},
+		{name: "one port on two rails", value: "{rails: [{rail: 0, selectors: [{ibdevs: [mlx5_0]}]}, {rail: 1, selectors: [{ibdevs: ['mlx5_*']}]}]}", pluginErr: "rails[1].selectors[0]: Forbidden",
+			pluginOnly: "overlap matches the patterns of two list entries"},
+		{name: "empty rail selector", value: "{rails: [{rail: 0, selectors: [{}]}]}", pluginErr: "rails[0].selectors[0]: Required value",
+			pluginOnly: "draft-07 ignores keywords next to $ref, and the selector is the one of include and exclude, where an empty one is valid"},
+		{name: "rail selector of empty lists", value: "{rails: [{rail: 0, selectors: [{ibdevs: []}]}]}", pluginErr: "rails[0].selectors[0]: Required value",
+			pluginOnly: "an empty list is as good as none"},
 	}
 	// Every spelling of a link type an RdmaPool takes, in a selector and in a pool's.
 	for _, lt := range v1alpha1.LinkTypes {
@@ -415,6 +440,8 @@ func TestNodeConfigSchemaMatchesTypes(t *testing.T) {
 			if !slices.Equal(goRequired, required) {
 				t.Errorf("%s: Go fields without omitempty %v, schema required %v", path, goRequired, required)
 			}
+		case reflect.Pointer: // an optional value whose zero is valid, e.g. rail 0
+			walk(path, typ.Elem(), s)
 		case reflect.String, reflect.Int, reflect.Bool:
 			if s["type"] == nil && s["enum"] == nil {
 				t.Errorf("%s: the schema says neither type nor enum", path)

@@ -93,6 +93,10 @@ type Config struct {
 	// Health configures the kubelet plugin's port health checks beyond the port state:
 	// when a port is tainted as flapping (health.go).
 	Health HealthConfig `json:"health,omitempty"`
+
+	// Rails assign the published ports their rail, the attribute rdma.dra.io/rail
+	// (rails.go).
+	Rails []Rail `json:"rails,omitempty"`
 }
 
 // LegacyConfig configures the legacy device model.
@@ -123,6 +127,10 @@ type Selector struct {
 	LinkTypes []string `json:"linkTypes,omitempty"`
 	// PCIAddresses are PCI bus IDs or shell patterns: "0000:03:00.0", "0000:1a:*".
 	PCIAddresses []string `json:"pciAddresses,omitempty"`
+	// PortGUIDs are port GUIDs (discovery.Port.PortGUID) or shell patterns, in the
+	// notation of sysfs and the inventory: "7c8c:0903:00c3:cfee", "7c8c:0903:*". A whole
+	// GUID may also be written as ibstat prints it, "0x7c8c090300c3cfee".
+	PortGUIDs []string `json:"portGUIDs,omitempty"`
 }
 
 // Default returns the configuration of a node without a file: every port, both
@@ -164,6 +172,7 @@ func (c *Config) SetDefaults() {
 	c.setLegacyResourceDefaults()
 	c.setNetworkDefaults()
 	c.setFabricDefaults()
+	c.setRailDefaults()
 }
 
 // Parse decodes a YAML or JSON configuration strictly (an unknown or duplicated field

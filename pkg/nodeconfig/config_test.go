@@ -247,6 +247,7 @@ func FuzzParse(f *testing.F) {
 		"", "{}", "shares: 8", "modes: shared\nlegacy: {mode: exclusive, shares: 2}",
 		"include: [{vendors: ['0x15b3'], ibdevs: ['mlx5_*']}]\nexclude: [{linkTypes: [Ethernet]}]",
 		`{"include":[{"pciAddresses":["0000:[0-9]*"]}]}`, "shares: [1]", "a: &a [*a]",
+		"rails: [{rail: 0, selectors: [{portGUIDs: ['0x7c8c090300c3cfee']}]}, {rail: 1, selectors: [{ifNames: ['ib*']}]}]",
 	} {
 		f.Add([]byte(seed))
 	}
@@ -267,6 +268,9 @@ func FuzzParse(f *testing.F) {
 		}
 		p := discovery.Port{IBDev: "mlx5_0", Port: 1, VendorID: "15b3", LinkLayer: discovery.LinkLayerInfiniBand}
 		_ = c.Selects(&p)
+		if _, ok, err := c.RailOf(&p); ok && err != nil {
+			t.Fatalf("RailOf reports a rail and a conflict: %v", err)
+		}
 	})
 }
 

@@ -37,7 +37,8 @@ func (s *Selector) Matches(p *discovery.Port) bool {
 		matchPattern(s.IBDevs, p.IBDev) &&
 		matchPattern(s.IfNames, p.Netdev) &&
 		matchExact(s.LinkTypes, p.LinkLayer) &&
-		matchPattern(s.PCIAddresses, p.PCIBusID)
+		matchPattern(s.PCIAddresses, p.PCIBusID) &&
+		matchPattern(s.PortGUIDs, p.PortGUID)
 }
 
 func matchExact(want []string, have string) bool {

@@ -2,6 +2,8 @@ package nodeconfig
 
 import (
 	"fmt"
+	"regexp"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -47,6 +49,7 @@ func (c *Config) Validate() field.ErrorList {
 	errs = append(errs, c.validateNetwork()...)
 	errs = append(errs, c.validateFabric()...)
 	errs = append(errs, c.validateHealth()...)
+	errs = append(errs, c.validateRails()...)
 	return errs
 }
 
@@ -70,6 +73,7 @@ func (s *Selector) validate(fldPath *field.Path) field.ErrorList {
 	each("ibdevs", s.IBDevs, selectorcheck.Pattern)
 	each("ifNames", s.IfNames, selectorcheck.Pattern)
 	each("pciAddresses", s.PCIAddresses, selectorcheck.Pattern)
+	each("portGUIDs", s.PortGUIDs, checkPortGUID)
 	for i, v := range s.LinkTypes {
 		// Exactly the spellings of an RdmaPool's linkTypes (the CRD's enum), so that a link
 		// type written in a pool is valid here and the other way round.
@@ -93,4 +97,54 @@ func (s *Selector) normalize() {
 			s.LinkTypes[i] = l
 		}
 	}
+	for i, v := range s.PortGUIDs {
+		s.PortGUIDs[i] = normalizePortGUID(v)
+	}
+}
+
+// isEmpty reports whether the selector sets no field, so that it matches every port.
+func (s *Selector) isEmpty() bool {
+	return len(s.Vendors) == 0 && len(s.DeviceIDs) == 0 && len(s.Drivers) == 0 && len(s.IBDevs) == 0 &&
+		len(s.IfNames) == 0 && len(s.LinkTypes) == 0 && len(s.PCIAddresses) == 0 && len(s.PortGUIDs) == 0
+}
+
+// Port GUIDs as discovery spells them (the notation of node_guid in sysfs) and as ibstat
+// prints them, after normalizePortGUID has lower-cased the entry.
+var (
+	portGUIDRE       = regexp.MustCompile(`^[0-9a-f]{4}(:[0-9a-f]{4}){3}$`)
+	ibstatPortGUIDRE = regexp.MustCompile(`^0x[0-9a-f]{16}$`)
+)
+
+// normalizePortGUID spells a portGUIDs entry the way discovery does: lower case, and a
+// whole GUID written as ibstat prints it (0x7c8c090300c3cfee) in groups of four hex
+// digits (7c8c:0903:00c3:cfee). Patterns keep their form.
+func normalizePortGUID(v string) string {
+	v = strings.ToLower(v)
+	if ibstatPortGUIDRE.MatchString(v) {
+		h := v[2:]
+		return h[0:4] + ":" + h[4:8] + ":" + h[8:12] + ":" + h[12:16]
+	}
+	return v
+}
+
+// checkPortGUID returns what is wrong with a normalized portGUIDs entry. Beyond the
+// pattern syntax, a name without wildcards must be a whole GUID: a GUID in another
+// notation, or cut short, would silently match no port.
+func checkPortGUID(v string) string {
+	if msg := selectorcheck.Pattern(v); msg != "" {
+		return msg
+	}
+	switch {
+	case strings.HasPrefix(v, "0x"):
+		return "a pattern must use the notation of sysfs, e.g. 7c8c:0903:*; only a whole GUID may be written as ibstat prints it, 0x7c8c090300c3cfee"
+	case !isPattern(v) && !portGUIDRE.MatchString(v):
+		return "must be a port GUID, 7c8c:0903:00c3:cfee or 0x7c8c090300c3cfee, or a shell pattern"
+	}
+	return ""
+}
+
+// isPattern reports whether a selector entry has wildcards (or escapes), as opposed to a
+// name that matches only itself.
+func isPattern(v string) bool {
+	return strings.ContainsAny(v, `*?[\`)
 }
