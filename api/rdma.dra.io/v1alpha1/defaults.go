@@ -59,6 +59,9 @@ func (c *RdmaConfig) Validate(fldPath *field.Path) field.ErrorList {
 	if c.Network != nil {
 		errs = append(errs, c.Network.validate(fldPath.Child("network"))...)
 	}
+	if c.Fabric != nil {
+		errs = append(errs, c.Fabric.validate(fldPath.Child("fabric"))...)
+	}
 	return errs
 }
 
@@ -106,6 +109,17 @@ func overlay(c, out *RdmaConfig) {
 		}
 		overlayNetwork(c.Network, n)
 		out.Network = n
+	}
+	if c.AllowedFabric != nil {
+		out.AllowedFabric = c.AllowedFabric.DeepCopy()
+	}
+	if c.Fabric != nil {
+		f := &FabricConfig{}
+		if out.Fabric != nil && out.Fabric != c.Fabric {
+			overlayFabric(out.Fabric, f)
+		}
+		overlayFabric(c.Fabric, f)
+		out.Fabric = f
 	}
 }
 

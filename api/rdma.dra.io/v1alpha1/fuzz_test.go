@@ -17,6 +17,8 @@ func FuzzDecodeConfig(f *testing.F) {
 		`{"apiVersion":"rdma.dra.io/v1alpha1","kind":"RdmaConfig","gidIndex":"none","memlock":"unlimited"}`,
 		`{"apiVersion":"rdma.dra.io/v1alpha1","kind":"RdmaConfig","gidIndex":1e2,"memlock":1.5e3}`,
 		"apiVersion: rdma.dra.io/v1alpha1\nkind: RdmaConfig\ngidIndex: 300\nmemlock: 1.5Gi\n",
+		`{"apiVersion":"rdma.dra.io/v1alpha1","kind":"RdmaConfig","fabric":{"trafficClass":106,"pkey":"0x8001","addressFamily":"ipv6","adaptiveRouting":true},` +
+			`"allowedFabric":{"serviceLevels":[3],"roceVersions":[2],"maxQPsPerConnection":4}}`,
 		`{"apiVersion":"rdma.dra.io/v1alpha1","kind":"RdmaConfig","x":1,"x":2}`,
 		`[]`, `null`, ``,
 	} {

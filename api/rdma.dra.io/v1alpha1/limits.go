@@ -29,7 +29,8 @@ func DecodeBoundedConfig(raw []byte) (*RdmaConfig, error) {
 }
 
 // ConfigSource says where a config comes from: its class or its claim. The admin limits
-// (AllowedCharDevices, MaxMemlock) may only come from a class.
+// (AllowedCharDevices, MaxMemlock, AllowedNetwork, AllowedFabric) may only come from a
+// class.
 type ConfigSource string
 
 // The sources of a config.
@@ -57,6 +58,9 @@ func (c *RdmaConfig) ValidateFor(fldPath *field.Path, source ConfigSource) field
 	if c.AllowedNetwork != nil {
 		errs = append(errs, field.Forbidden(fldPath.Child("allowedNetwork"), msg))
 	}
+	if c.AllowedFabric != nil {
+		errs = append(errs, field.Forbidden(fldPath.Child("allowedFabric"), msg))
+	}
 	if c.Network != nil && c.Network.KeepHostAddress != nil {
 		errs = append(errs, field.Forbidden(fldPath.Child("network", "keepHostAddress"),
 			"moves the node's own addresses into the pod: only a DeviceClass config may set it"))
@@ -66,7 +70,7 @@ func (c *RdmaConfig) ValidateFor(fldPath *field.Path, source ConfigSource) field
 
 // setsAdminField reports whether a claim config sets a field that only a class may set.
 func (c *RdmaConfig) setsAdminField() bool {
-	return c.AllowedCharDevices != nil || c.MaxMemlock != nil || c.AllowedNetwork != nil ||
+	return c.AllowedCharDevices != nil || c.MaxMemlock != nil || c.AllowedNetwork != nil || c.AllowedFabric != nil ||
 		(c.Network != nil && c.Network.KeepHostAddress != nil)
 }
 
@@ -82,6 +86,9 @@ func (c *RdmaConfig) validateLimits(fldPath *field.Path) field.ErrorList {
 	}
 	if c.AllowedNetwork != nil {
 		errs = append(errs, c.AllowedNetwork.validate(fldPath.Child("allowedNetwork"))...)
+	}
+	if c.AllowedFabric != nil {
+		errs = append(errs, c.AllowedFabric.validate(fldPath.Child("allowedFabric"))...)
 	}
 	if len(errs) > 0 {
 		return errs
@@ -147,7 +154,7 @@ func Resolve(shared bool, class, claim []*RdmaConfig) (*RdmaConfig, error) {
 	limits := mergedLimits(class)
 	for _, c := range claim {
 		if c != nil && c.setsAdminField() {
-			return nil, fmt.Errorf("a claim config sets an admin field (allowedCharDevices, maxMemlock, allowedNetwork, network.keepHostAddress), which only a DeviceClass config may set")
+			return nil, fmt.Errorf("a claim config sets an admin field (allowedCharDevices, maxMemlock, allowedNetwork, allowedFabric, network.keepHostAddress), which only a DeviceClass config may set")
 		}
 	}
 	out := Merge(append(slices.Clone(class), claim...)...)
@@ -159,8 +166,11 @@ func Resolve(shared bool, class, claim []*RdmaConfig) (*RdmaConfig, error) {
 		out.CharDevices = &def
 	}
 	errs := out.exceeded(nil, limits)
-	// The network fields the claims set (not the class's own) must fit its policy.
-	errs = append(errs, PolicyOf(class).exceededNetwork(field.NewPath("network"), mergedLimits(claim).Network)...)
+	// The network and fabric fields the claims set (not the class's own) must fit its
+	// policies.
+	claims := mergedLimits(claim)
+	errs = append(errs, PolicyOf(class).exceededNetwork(field.NewPath("network"), claims.Network)...)
+	errs = append(errs, fabricPolicyOf(class).exceededFabric(field.NewPath("fabric"), claims.Fabric)...)
 	if len(errs) > 0 {
 		return nil, errs.ToAggregate()
 	}
@@ -172,7 +182,8 @@ func Resolve(shared bool, class, claim []*RdmaConfig) (*RdmaConfig, error) {
 // Resolve applies the same rule at prepare.
 func ExceedsLimits(fldPath *field.Path, cfg *RdmaConfig, class []*RdmaConfig) field.ErrorList {
 	errs := cfg.exceeded(fldPath, mergedLimits(class))
-	return append(errs, PolicyOf(class).exceededNetwork(fldPath.Child("network"), cfg.Network)...)
+	errs = append(errs, PolicyOf(class).exceededNetwork(fldPath.Child("network"), cfg.Network)...)
+	return append(errs, fabricPolicyOf(class).exceededFabric(fldPath.Child("fabric"), cfg.Fabric)...)
 }
 
 // mergedLimits overlays the class configs; only the limit fields of the result are read.

@@ -63,6 +63,15 @@ type RdmaConfig struct {
 	// Network attaches the port's network into the pod's network namespace (RoCE and
 	// IPoIB in ordinary pods); see NetworkConfig. Default: nothing is attached.
 	Network *NetworkConfig `json:"network,omitempty"`
+	// AllowedFabric is an admin limit: which fabric settings a claim of the class may set,
+	// and to what; see FabricPolicy. Only a DeviceClass config may set it. Default: a
+	// claim may set no fabric field but topologyFile.
+	AllowedFabric *FabricPolicy `json:"allowedFabric,omitempty"`
+	// Fabric holds the fabric settings of the claim's traffic (traffic class, service
+	// level, P_Key, adaptive routing, queue pairs, RoCE version and address family),
+	// injected as NCCL and UCX environment where ncclEnv is on; see FabricConfig.
+	// Default: none set, NCCL's and UCX's own defaults apply.
+	Fabric *FabricConfig `json:"fabric,omitempty"`
 }
 
 // CharDeviceSet names a set of character devices below /dev/infiniband.
