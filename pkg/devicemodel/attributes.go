@@ -49,6 +49,8 @@ type attrInput struct {
 	port  *discovery.Port
 	mode  Mode
 	netns discovery.NetnsMode
+	// rail is the port's rail from the node configuration; nil when it has none.
+	rail *int
 }
 
 // AttributeDomain qualifies every attribute and capacity of the driver. It stays the
@@ -118,6 +120,7 @@ const (
 	AttrSRIOVVF   resourceapi.QualifiedName = AttributeDomain + "/sriov_vf"
 	AttrLAG       resourceapi.QualifiedName = AttributeDomain + "/lag"
 	AttrRDMANetns resourceapi.QualifiedName = AttributeDomain + "/rdma_netns"
+	AttrRail      resourceapi.QualifiedName = AttributeDomain + "/rail"
 )
 
 // attributes is the table; see Attributes.
@@ -134,6 +137,14 @@ var attributes = []Attribute{
 		Description: "exclusive: the whole port for one claim; shared: a share of the port",
 		value: func(in attrInput) (resourceapi.DeviceAttribute, bool) {
 			return stringAttr(string(in.mode)), in.mode != ""
+		}},
+	{Name: AttrRail, Type: TypeInt, Example: "0",
+		Description: "rail (the leaf switch the port is cabled to), from the node configuration's rails; omitted when it assigns none",
+		value: func(in attrInput) (resourceapi.DeviceAttribute, bool) {
+			if in.rail == nil {
+				return resourceapi.DeviceAttribute{}, false
+			}
+			return intAttr(*in.rail), true
 		}},
 	{Name: AttrLinkLayer, Type: TypeString, Example: "InfiniBand",
 		Description: "InfiniBand or Ethernet (RoCE); omitted when the kernel says Unknown",

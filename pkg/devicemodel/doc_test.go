@@ -3,6 +3,7 @@ package devicemodel
 import (
 	"flag"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -46,4 +47,18 @@ func TestDocLegacyAttributeTable(t *testing.T) {
 		fmt.Fprintf(&b, "| `%s` | %s | %s | `%s` |\n", a.Name, a.Type, a.Description, a.Example)
 	}
 	doctable.Check(t, docPath, legacyTableBegin, legacyTableEnd, b.String(), "the legacy attribute table", *update)
+}
+
+// TestDocAttributeCount keeps the figure in the documentation's table of the API's limits
+// the number of attributes a device can have: a shared device has every attribute and
+// one capacity (TestAttributeTable keeps that within the limit).
+func TestDocAttributeCount(t *testing.T) {
+	data, err := os.ReadFile(docPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("| attributes + capacities per device | 32 | at most %d attributes and 1 capacity |", len(Attributes()))
+	if !strings.Contains(string(data), want) {
+		t.Errorf("%s lacks the line %q", docPath, want)
+	}
 }

@@ -19,6 +19,8 @@ import (
 // does not feed. JSON keys are struct tags, which cannot be the constants themselves;
 // this ties the two. Which fields an attribute depends on is found by changing one field
 // of a port at a time.
+//
+// The rail comes from the node configuration, not from the inventory.
 func TestAttributeNamesAreInventoryKeys(t *testing.T) {
 	base := discovery.Port{
 		IBDev: "mlx5_bond_0", Port: 1, LinkLayer: discovery.LinkLayerEthernet, State: "ACTIVE", PhysState: "LinkUp",
@@ -30,7 +32,7 @@ func TestAttributeNamesAreInventoryKeys(t *testing.T) {
 	}
 	attrsOf := func(p *discovery.Port) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
 		// A changed value may lose its standard form and be omitted: that is a change too.
-		attrs, _ := portAttributes(attrInput{port: p, mode: ModeExclusive, netns: discovery.NetnsModeShared})
+		attrs, _ := portAttributes(attrInput{port: p, mode: ModeExclusive, netns: discovery.NetnsModeShared, rail: ptr.To(0)})
 		return attrs
 	}
 	want := attrsOf(&base)

@@ -63,12 +63,14 @@ type legacyPlan struct {
 	issues  []Issue
 	// flapping are the ports that flap (Options.Flapping).
 	flapping map[PortID]string
+	// config is the node configuration, for the ports' rails.
+	config *nodeconfig.Config
 }
 
 // planLegacy reserves the names of the legacy devices and counter sets before any port
 // takes them, and counts which RDMA devices the resources take.
 func planLegacy(ports []discovery.Port, netns discovery.NetnsMode, opts Options, usedNames map[string]string) *legacyPlan {
-	lp := &legacyPlan{extra: map[string]int{}, byIBDev: map[string]*counterRef{}, flapping: opts.Flapping}
+	lp := &legacyPlan{extra: map[string]int{}, byIBDev: map[string]*counterRef{}, flapping: opts.Flapping, config: &opts.Config}
 	resources := opts.Config.LegacyResources
 	if len(resources) == 0 {
 		return lp
@@ -166,7 +168,7 @@ func (lp *legacyPlan) build(groups []portGroup, netns discovery.NetnsMode, drive
 			issues = append(issues, Issue{LegacyResource: r.Name, Reason: err.Error()})
 			continue
 		}
-		attrs := onWire(legacyAttributes(r.Name, covered, netns), driverName)
+		attrs := onWire(legacyAttributes(r.Name, covered, netns, commonRail(lp.config, covered)), driverName)
 		d := resourceapi.Device{
 			Name:                     r.DeviceName(),
 			Attributes:               attrs,
@@ -245,6 +247,8 @@ var legacyAttributeList = []Attribute{
 		Description: "the link layer of the ports; omitted when they differ or one is unknown"},
 	{Name: AttrRDMANetns, Type: TypeString, Example: "shared",
 		Description: "RDMA network namespace mode of the node (always shared: legacy devices need it)"},
+	{Name: AttrRail, Type: TypeInt, Example: "0",
+		Description: "the rail of the ports; omitted unless every port has the same rail"},
 }
 
 // LegacyAttributes returns the attributes of a legacy device, in documentation order.
@@ -253,8 +257,8 @@ func LegacyAttributes() []Attribute {
 }
 
 // legacyAttributes are the attributes of the legacy device of resource name standing for
-// covered, fully qualified.
-func legacyAttributes(name string, covered []discovery.Port, netns discovery.NetnsMode) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
+// covered, fully qualified; rail is the ports' common rail (commonRail).
+func legacyAttributes(name string, covered []discovery.Port, netns discovery.NetnsMode, rail *int) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
 	attrs := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
 		AttrMode:           stringAttr(string(ModeLegacy)),
 		AttrLegacyResource: stringAttr(name),
@@ -271,6 +275,9 @@ func legacyAttributes(name string, covered []discovery.Port, netns discovery.Net
 	}
 	if netns != discovery.NetnsModeUnknown {
 		attrs[AttrRDMANetns] = stringAttr(string(netns))
+	}
+	if rail != nil {
+		attrs[AttrRail] = intAttr(*rail)
 	}
 	return attrs
 }

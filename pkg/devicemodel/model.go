@@ -157,10 +157,14 @@ type Issue struct {
 	Attribute resourceapi.QualifiedName
 	// Reason says why.
 	Reason string
+	// ConfigConflict is true when the node configuration is at fault (two rails match
+	// the port): its admin has to fix it, so it is logged as an error.
+	ConfigConflict bool
 }
 
 // LogIssues logs the issues: a skipped port as an error, an omitted attribute as
-// information, because the device is still usable without it.
+// information, because the device is still usable without it, unless the node
+// configuration's conflict left it out (Issue.ConfigConflict), which is an error too.
 func (r *Result) LogIssues(logger klog.Logger) {
 	for _, is := range r.Issues {
 		if is.LegacyResource != "" {
@@ -169,6 +173,10 @@ func (r *Result) LogIssues(logger klog.Logger) {
 		}
 		if is.Attribute == "" {
 			logger.Error(nil, "Port not published", "ibdev", is.IBDev, "port", is.Port, "reason", is.Reason)
+			continue
+		}
+		if is.ConfigConflict {
+			logger.Error(nil, "Device attribute omitted: the node configuration conflicts", "ibdev", is.IBDev, "port", is.Port, "attribute", is.Attribute, "reason", is.Reason)
 			continue
 		}
 		logger.Info("Device attribute omitted", "ibdev", is.IBDev, "port", is.Port, "attribute", is.Attribute, "reason", is.Reason)
@@ -364,9 +372,10 @@ func reserveNames(names []string, owner string, usedNames map[string]string) err
 }
 
 // modeAttributes returns the port's attributes as published in each mode, and the
-// attributes left out as issues, reported once since both modes share the facts.
-func modeAttributes(p *discovery.Port, netns discovery.NetnsMode, driverName string) (map[Mode]map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, []Issue) {
-	in := attrInput{port: p, netns: netns}
+// attributes left out as issues, reported once since both modes share the facts. rail is
+// the port's rail (portRail).
+func modeAttributes(p *discovery.Port, netns discovery.NetnsMode, rail *int, driverName string) (map[Mode]map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, []Issue) {
+	in := attrInput{port: p, netns: netns, rail: rail}
 	var issues []Issue
 	attrsByMode := make(map[Mode]map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, 2)
 	for _, m := range []Mode{ModeExclusive, ModeShared} {

@@ -137,7 +137,11 @@ func buildRDMADevice(ports []discovery.Port, netns discovery.NetnsMode, opts Opt
 
 	groups := make([]portGroup, 0, len(kept))
 	for i, k := range kept {
-		attrsByMode, attrIssues := modeAttributes(k.port, netns, opts.DriverName)
+		rail, railIssue := portRail(&opts.Config, k.port)
+		if railIssue != nil {
+			issues = append(issues, *railIssue)
+		}
+		attrsByMode, attrIssues := modeAttributes(k.port, netns, rail, opts.DriverName)
 		issues = append(issues, attrIssues...)
 		taints := portTaints(k.port, opts.Flapping)
 		g := portGroup{meta: make(map[string]Device, len(k.plans))}
