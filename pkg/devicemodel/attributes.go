@@ -39,8 +39,9 @@ type Attribute struct {
 	// value extracts the attribute of one device; ok is false when the fact is unknown
 	// or does not apply, and the attribute is then omitted rather than zero.
 	value func(in attrInput) (v resourceapi.DeviceAttribute, ok bool)
-	// format, if set, is the form a string value must have; standard attributes are
-	// compared across drivers, so a value in another form is omitted.
+	// format, if set, is the form a string value must have; standard attributes (and
+	// ours that are compared with them) are compared across drivers, so a value in
+	// another form is omitted.
 	format *regexp.Regexp
 }
 
@@ -121,6 +122,11 @@ const (
 	AttrLAG       resourceapi.QualifiedName = AttributeDomain + "/lag"
 	AttrRDMANetns resourceapi.QualifiedName = AttributeDomain + "/rdma_netns"
 	AttrRail      resourceapi.QualifiedName = AttributeDomain + "/rail"
+	AttrGPUDirect resourceapi.QualifiedName = AttributeDomain + "/gpudirect"
+	// AttrDataDirect and AttrNetdevPCIeRoot are published for an adapter with a Data
+	// Direct function, whose root complex the standard pcieRoot then names.
+	AttrDataDirect     resourceapi.QualifiedName = AttributeDomain + "/data_direct"
+	AttrNetdevPCIeRoot resourceapi.QualifiedName = AttributeDomain + "/netdev_pcie_root"
 )
 
 // attributes is the table; see Attributes.
@@ -219,12 +225,37 @@ var attributes = []Attribute{
 		value: func(in attrInput) (resourceapi.DeviceAttribute, bool) {
 			return stringAttr(string(in.netns)), in.netns != discovery.NetnsModeUnknown
 		}},
+	{Name: AttrGPUDirect, Type: TypeString, Example: "dmabuf",
+		Description: "how GPU memory can be registered with the port for GPUDirect RDMA: dmabuf (kernel dma-buf) or peermem (nvidia_peermem); omitted when neither",
+		value:       stringOf(func(p *discovery.Port) string { return p.GPUDirect })},
+	{Name: AttrDataDirect, Type: TypeBool, Example: "true",
+		Description: "true when the adapter has a Data Direct function (ConnectX-8 and later): pcieRoot is then its root complex; omitted otherwise",
+		value: func(in attrInput) (resourceapi.DeviceAttribute, bool) {
+			return boolAttr(true), in.port.DataDirectPCIeRoot != ""
+		}},
+	{Name: AttrNetdevPCIeRoot, Type: TypeString, Example: "pci0000:00",
+		Description: "PCIe root complex of the port's own PCI function, where pcieRoot names the Data Direct one; only with data_direct",
+		value: stringOf(func(p *discovery.Port) string {
+			if p.DataDirectPCIeRoot == "" {
+				return ""
+			}
+			return p.PCIeRoot
+		}),
+		format: pcieRootRE},
 	{Name: deviceattribute.StandardDeviceAttributePCIeRoot, Type: TypeString, Example: "pci0000:00",
-		Description: "standard: PCIe root complex, for matchAttribute with GPUs; omitted for virtual devices",
-		value:       stringOf(func(p *discovery.Port) string { return p.PCIeRoot }),
-		format:      pcieRootRE},
+		Description: "standard: PCIe root complex, for matchAttribute with GPUs: that of the Data Direct function with data_direct, else the port's own; omitted for virtual devices",
+		value: stringOf(func(p *discovery.Port) string {
+			// The adapter's DMA to accelerator memory goes through its Data Direct
+			// function, which sits below the accelerator's root complex: that is the
+			// root a GPU must share.
+			if p.DataDirectPCIeRoot != "" {
+				return p.DataDirectPCIeRoot
+			}
+			return p.PCIeRoot
+		}),
+		format: pcieRootRE},
 	{Name: deviceattribute.StandardDeviceAttributePCIBusID, Type: TypeString, Example: "0000:03:00.0",
-		Description: "standard: PCI address of the function; omitted for virtual devices",
+		Description: "standard: PCI address of the port's own function (also with data_direct); omitted for virtual devices",
 		value:       stringOf(func(p *discovery.Port) string { return p.PCIBusID }),
 		format:      pciBusIDRE},
 	{Name: deviceattribute.StandardDeviceAttributeNUMANode, Type: TypeInt, Example: "0",

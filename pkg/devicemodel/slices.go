@@ -21,7 +21,7 @@ import (
 //     ResourceSliceMaxDevicesWithAdvancedFeatures (64) as soon as one device of the
 //     slice has taints or consumes counters. The limit is applied per slice, so a
 //     legacy slice without a tainted port still takes 128 devices.
-//   - At most 32 attributes and capacities per device: the model has 26 attributes and
+//   - At most 32 attributes and capacities per device: the model has 29 attributes and
 //     1 capacity at most (a test keeps it so).
 //
 // A port's devices always share a slice; so do its counter set's neighbours, in port
