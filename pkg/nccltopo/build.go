@@ -16,8 +16,8 @@ import (
 const XMLVersion = 1
 
 // DataDirectSuffix is appended to an RDMA device's name for the net NCCL makes of its Data
-// Direct DMA function (mlx5_0_dma): NCCL 2.27 and later expose that net, by default
-// instead of the device's own.
+// Direct DMA function (mlx5_0_dma): NCCL 2.27 exposes that net beside the device's own,
+// 2.28 and later by default instead of it.
 const DataDirectSuffix = "_dma"
 
 // ErrNothingToDescribe is returned when none of the input has a PCI function: a claim of

@@ -5,8 +5,8 @@
 //
 // What the file holds, and what it leaves to NCCL. NCCL loads the file first and then
 // fills in only what is missing, so where both have a value the file's wins (NCCL always
-// sets only a few: a net's dev, a cpu's host_hash, a pci element's class when sysfs has
-// the function); so the file states what NCCL cannot know better itself:
+// sets only a few: a net's dev, a cpu's host_hash, the class of the pci elements on the
+// paths it walks); so the file states what NCCL cannot know better itself:
 //
 //   - <system version="1">, one <cpu> per NUMA node with numaid, affinity (the node's
 //     cpumap), arch and, on x86, vendor, familyid and modelid: NCCL fills those only for
