@@ -46,7 +46,7 @@ var x86Vendors = map[int]string{
 func parseModalias(s string) (cpuInfo, error) {
 	rest, ok := strings.CutPrefix(s, "cpu:type:")
 	if !ok {
-		return cpuInfo{}, fmt.Errorf("%w: %q, want cpu:type:<type>:feature:...", sysfs.ErrSyntax, clip(s))
+		return cpuInfo{}, fmt.Errorf("%w: %q, want cpu:type:<type>:feature:<list>", sysfs.ErrSyntax, clip(s))
 	}
 	typ, _, _ := strings.Cut(rest, ":")
 	switch {

@@ -152,8 +152,7 @@ func parseSchema(b []byte) (*xSystem, error) {
 	}
 	checkRest("system", s.rest)
 	required("system", "version", s.Version, func(v string) bool { return v == strconv.Itoa(XMLVersion) })
-	var checkNIC func(where string, n xNIC)
-	checkNIC = func(where string, n xNIC) {
+	checkNIC := func(where string, n xNIC) {
 		checkRest(where+"/nic", n.rest)
 		for _, net := range n.Nets {
 			w := where + "/nic/net"
