@@ -421,6 +421,15 @@ func TestBuildErrors(t *testing.T) {
 			want:   []string{"port mlx5_0/1", "0000:15:01.0/max_link_width"},
 		},
 		{
+			name: "link speed NCCL would misread", node: dgx, platform: defaultPlatform(),
+			breakTree: func(t *testing.T, root string) {
+				write(t, root, "devices/pci0000:15/0000:15:01.0/max_link_speed", `32.0 GT/s "PCIe"`)
+			},
+			in:     func(n *mocknode.Node) Input { return Input{Ports: ports(n, "mlx5_0")} },
+			wantIs: sysfs.ErrSyntax,
+			want:   []string{"port mlx5_0/1", "0000:15:01.0/max_link_speed"},
+		},
+		{
 			name: "no CPU modalias", node: dgx, platform: platform{cpumaps: defaultPlatform().cpumaps},
 			in:   func(n *mocknode.Node) Input { return Input{Ports: ports(n, "mlx5_0")} },
 			want: []string{"CPU type", "devices/system/cpu/modalias"},

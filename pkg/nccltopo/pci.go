@@ -123,7 +123,13 @@ func readFunction(fsys *sysfs.FS, dir string) (*function, error) {
 // again, and the current link of an idle GPU is often trained down to 2.5 GT/s to save
 // power; the capability is what the link gives once traffic flows.
 func link(fsys *sysfs.FS, dir string) (speed, width string, err error) {
-	text := func(s string) (string, error) { return s, nil }
+	// The speed goes into the file as sysfs prints it, as NCCL writes it.
+	text := func(s string) (string, error) {
+		if err := checkValue(s); err != nil {
+			return "", fmt.Errorf("%w: %q: %v", sysfs.ErrSyntax, clip(s), err)
+		}
+		return s, nil
+	}
 	devSpeed, err := readOptional(fsys, dir+"/max_link_speed", "", text)
 	if err != nil {
 		return "", "", err
