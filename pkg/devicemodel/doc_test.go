@@ -1,11 +1,16 @@
 package devicemodel
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
 	"strings"
 	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+	dracel "k8s.io/dynamic-resource-allocation/cel"
+	"sigs.k8s.io/yaml"
 
 	"github.com/rdma-dra/rdma-dra-driver/internal/doctable"
 )
@@ -60,5 +65,108 @@ func TestDocAttributeCount(t *testing.T) {
 	want := fmt.Sprintf("| attributes + capacities per device | 32 | at most %d attributes and 1 capacity |", len(Attributes()))
 	if !strings.Contains(string(data), want) {
 		t.Errorf("%s lacks the line %q", docPath, want)
+	}
+}
+
+// TestDocClaimExamples checks the claims and selectors of docs/device-model.md, "Rails and
+// accelerator pairing": each claim decodes strictly as a ResourceClaimTemplate, its
+// constraints name attributes the driver publishes, and every CEL selector of the section
+// compiles and evaluates without error on the devices of a port that has every attribute
+// and of one that has none of the optional ones (a selector that reads a missing attribute
+// fails the allocation).
+func TestDocClaimExamples(t *testing.T) {
+	data, err := os.ReadFile(docPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(data), "\n## Rails and accelerator pairing\n")
+	section, _, _ = strings.Cut(section, "\n## ")
+	if section == "" {
+		t.Fatal("docs/device-model.md lacks the section Rails and accelerator pairing")
+	}
+
+	full := cx8Port()
+	bare := ibPort("mlx5_1", 1)
+	cfg := parseConfig(t, `rails: [{rail: 0, selectors: [{ibdevs: [mlx5_0]}]}]`)
+	res, err := Build(inventory(full, bare), Options{NodeName: "node-a", Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := lookupAttr(device(t, res, "mlx5-0-p1"), AttrRail); !ok {
+		t.Fatal("the test port has no rail")
+	}
+	published := map[resourceapi.QualifiedName]bool{}
+	for _, a := range Attributes() {
+		published[a.Name] = true
+	}
+	compiler := dracel.GetCompiler(dracel.Features{EnableConsumableCapacity: true})
+	checkCEL := func(t *testing.T, expr string) {
+		t.Helper()
+		c := compiler.CompileCELExpression(expr, dracel.Options{})
+		if c.Error != nil {
+			t.Fatalf("compile %s: %v", expr, c.Error)
+		}
+		for _, name := range []string{"mlx5-0-p1", "mlx5-1-p1-shared"} {
+			d := device(t, res, name)
+			if _, _, err := c.DeviceMatches(context.Background(), dracel.Device{Driver: DefaultDriverName, Attributes: d.Attributes, Capacity: d.Capacity}); err != nil {
+				t.Errorf("%s on %s: %v", expr, name, err)
+			}
+		}
+	}
+
+	_, celBlock, ok := strings.Cut(section, "```cel\n")
+	celBlock, _, _ = strings.Cut(celBlock, "```")
+	if !ok || celBlock == "" {
+		t.Fatal("the section lacks its cel block")
+	}
+	for expr := range strings.Lines(celBlock) {
+		checkCEL(t, strings.TrimSpace(expr))
+	}
+
+	claims := strings.Split(section, "<!-- claim example -->\n```yaml\n")[1:]
+	if len(claims) < 3 {
+		t.Fatalf("found %d marked claim examples, want 3", len(claims))
+	}
+	for _, c := range claims {
+		c, _, _ = strings.Cut(c, "```")
+		var tmpl resourceapi.ResourceClaimTemplate
+		if err := yaml.UnmarshalStrict([]byte(c), &tmpl); err != nil {
+			t.Fatalf("decode claim example: %v\n%s", err, c)
+		}
+		t.Run(tmpl.Name, func(t *testing.T) {
+			devs := tmpl.Spec.Spec.Devices
+			requests := map[string]bool{}
+			for _, r := range devs.Requests {
+				if r.Exactly == nil {
+					t.Fatalf("request %s: only exactly requests are expected", r.Name)
+				}
+				requests[r.Name] = true
+				for _, s := range r.Exactly.Selectors {
+					checkCEL(t, s.CEL.Expression)
+				}
+			}
+			if len(devs.Constraints) == 0 {
+				t.Error("no constraint")
+			}
+			for i, con := range devs.Constraints {
+				var name resourceapi.FullyQualifiedName
+				switch {
+				case con.MatchAttribute != nil && con.DistinctAttribute == nil:
+					name = *con.MatchAttribute
+				case con.DistinctAttribute != nil && con.MatchAttribute == nil:
+					name = *con.DistinctAttribute
+				default:
+					t.Fatalf("constraint %d: want one of matchAttribute and distinctAttribute", i)
+				}
+				if !published[resourceapi.QualifiedName(name)] {
+					t.Errorf("constraint %d: %s is not an attribute the driver publishes", i, name)
+				}
+				for _, r := range con.Requests {
+					if !requests[r] {
+						t.Errorf("constraint %d: no request %s", i, r)
+					}
+				}
+			}
+		})
 	}
 }

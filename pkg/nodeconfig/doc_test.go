@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 )
 
 // TestDocExample parses the example of docs/device-model.md, so that the documented
@@ -31,6 +32,36 @@ func TestDocExample(t *testing.T) {
 	}
 	if c.Shares != 32 || c.Legacy.Shares != 8 || len(c.Include) != 1 || len(c.Exclude) != 1 {
 		t.Errorf("example parsed as %+v", c)
+	}
+}
+
+// TestDocRailsExample parses the node pool example of the rails section, and checks that
+// the port its comment speaks of lands on its rail.
+func TestDocRailsExample(t *testing.T) {
+	data, err := os.ReadFile("../../docs/device-model.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(data), "<!-- node config rails example -->\n```yaml\n")
+	if !ok {
+		t.Fatal("docs/device-model.md lacks the marked rails example")
+	}
+	example, _, ok := strings.Cut(rest, "```")
+	if !ok {
+		t.Fatal("unterminated example")
+	}
+	c, err := Parse([]byte(example))
+	if err != nil {
+		t.Fatalf("the documented example does not parse: %v", err)
+	}
+	for i, r := range c.Rails {
+		if r.Rail == nil || *r.Rail != i {
+			t.Errorf("rails[%d] is rail %v, want the rails in order", i, r.Rail)
+		}
+	}
+	other := discovery.Port{IBDev: "mlx5_6", Port: 1, PCIBusID: "0000:be:00.0"}
+	if rail, ok, err := c.RailOf(&other); err != nil || !ok || rail != 6 {
+		t.Errorf("the other server model's adapter is on rail %d (%v, %v), want 6", rail, ok, err)
 	}
 }
 
