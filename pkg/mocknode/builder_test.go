@@ -12,7 +12,8 @@ import (
 func smallNode() *Node {
 	return &Node{
 		PCIFunctions: []PCIFunction{
-			{Address: "0000:03:00.0", Root: "pci0000:00", Bridges: []string{"0000:00:01.0"}, Vendor: 0x15b3, Device: 0x1021, SubsystemVendor: 0x15b3, SubsystemDevice: 0x0041, Class: 0x020700, NUMANode: 0, Driver: "mlx5_core"},
+			{Address: "0000:03:00.0", Root: "pci0000:00", Bridges: []string{"0000:00:01.0"}, Vendor: 0x15b3, Device: 0x1021, SubsystemVendor: 0x15b3, SubsystemDevice: 0x0041, Class: 0x020700, NUMANode: 0, Driver: "mlx5_core",
+				VPD: &VPD{ProductName: "NVIDIA ConnectX-7 HHHL adapter card", PartNumber: "MCX75310AAS-NEAT", SerialNumber: "MT2347J0100T", UUID: "dc99c18c2e8bee11800058a2e10d4bce", FunctionID: "MT2347J0100TMLNXS0D0F0"}},
 			{Address: "0000:04:00.0", Root: "pci0000:00", Bridges: []string{"0000:00:02.0"}, Vendor: 0x15b3, Device: 0x101d, SubsystemVendor: 0x15b3, SubsystemDevice: 0x0016, Class: 0x020000, NUMANode: -1, Driver: "mlx5_core"},
 			{Address: "0000:04:00.2", Vendor: 0x15b3, Device: 0x101e, SubsystemVendor: 0x15b3, SubsystemDevice: 0x0016, Class: 0x020000, NUMANode: -1, Driver: "mlx5_core", PhysFn: "0000:04:00.0"},
 		},
@@ -29,6 +30,8 @@ func smallNode() *Node {
 				Ports: []Port{{Number: 1, State: "ACTIVE", PhysState: "LinkUp", Rate: "100 Gb/sec (4X EDR)", LinkLayer: "Ethernet",
 					GIDs: RoCEGIDs("bond0", LinkLocalGID(MACToGUID(0xb83fd2000001)), "10.0.0.1")}}},
 		},
+		GPUs:          []GPU{{Address: "0000:1b:00.0", Root: "pci0000:00", Bridges: []string{"0000:00:03.0"}, Device: 0x2330, SubsystemDevice: 0x16c1, NUMANode: 0, Driver: "nvidia"}},
+		KernelModules: []KernelModule{{Name: "nvidia", Taint: "PO", Version: "570.172.08"}},
 	}
 }
 
@@ -136,6 +139,14 @@ func TestValidate(t *testing.T) {
 		{"duplicate netdev", func(n *Node) { n.Netdevs[2].Name = "ibp3s0" }, []string{"netdev ibp3s0: duplicate name"}},
 		{"netdev type", func(n *Node) { n.Netdevs[0].Type = 772 }, []string{"type 772: want 1 (Ethernet) or 32 (IPoIB)"}},
 		{"netns mode", func(n *Node) { n.NetnsMode = "shared" }, []string{`netns mode "shared": want Y or N`}},
+		{"vpd uuid", func(n *Node) { n.PCIFunctions[0].VPD.UUID = "DC99" }, []string{`pci function 0000:03:00.0: vpd: V3 "DC99": want 32 lower-case hex digits`}},
+		{"vpd not ascii", func(n *Node) { n.PCIFunctions[0].VPD.SerialNumber = "MT\n1" }, []string{"vpd: SN", "printable ASCII"}},
+		{"gpu at a function's address", func(n *Node) { n.GPUs[0].Address = "0000:03:00.0" }, []string{"gpu 0000:03:00.0: duplicate address"}},
+		{"gpu root in another domain", func(n *Node) { n.GPUs[0].Root = "pci0001:00" }, []string{"gpu 0000:1b:00.0: root pci0001:00 is in another PCI domain"}},
+		{"gpu of a network class", func(n *Node) { n.GPUs[0].Class = 0x020000 }, []string{"class 0x020000 is not a display controller"}},
+		{"module taint", func(n *Node) { n.KernelModules[0].Taint = "po" }, []string{`kernel module nvidia: taint "po"`}},
+		{"module twice", func(n *Node) { n.KernelModules = append(n.KernelModules, KernelModule{Name: "nvidia"}) }, []string{"kernel module nvidia: listed twice"}},
+		{"module name", func(n *Node) { n.KernelModules[0].Name = "../nvidia" }, []string{`kernel module "../nvidia": malformed name`}},
 		{"every problem at once", func(n *Node) {
 			n.NetnsMode = "x"
 			n.RDMADevices[1].Name = "mlx5_0"

@@ -64,6 +64,12 @@ func (c *checker) resolve(rel string) (string, bool) {
 	return filepath.ToSlash(r), true
 }
 
+// read1 is read without a failure of its own: the callers check the file already.
+func (c *checker) read1(rel string) string {
+	b, _ := os.ReadFile(filepath.Join(c.root, rel))
+	return strings.TrimSuffix(string(b), "\n")
+}
+
 func (c *checker) match(rel string, re *regexp.Regexp) string {
 	v, ok := c.read(rel)
 	if ok && !re.MatchString(v) {
@@ -96,6 +102,7 @@ func checkTree(root string) []string {
 		c.fail("netns_mode %q", v)
 	}
 	c.pci()
+	c.modules()
 	c.ibdevs()
 	c.chardevs()
 	c.netdevs()
@@ -120,6 +127,9 @@ func (c *checker) walk() {
 				c.fail("%s: link %s leaves the root", rel, target)
 			}
 			c.resolve(rel)
+		case d.Type().IsRegular() && d.Name() == "vpd":
+			b, _ := os.ReadFile(p)
+			c.vpd(rel, b)
 		case d.Type().IsRegular():
 			b, _ := os.ReadFile(p)
 			if !strings.HasSuffix(string(b), "\n") || strings.Count(string(b), "\n") != 1 {
@@ -146,7 +156,9 @@ func (c *checker) pci() {
 		for _, f := range []string{"vendor", "device", "subsystem_vendor", "subsystem_device"} {
 			c.match(rel+"/"+f, reHex4)
 		}
-		c.match(rel+"/class", reHex6)
+		if class := c.match(rel+"/class", reHex6); c.read1(rel+"/vendor") == "0x10de" && !strings.HasPrefix(class, "0x03") {
+			c.fail("%s: NVIDIA function of class %s, want a display controller 0x03xxxx", rel, class)
+		}
 		if v, _ := c.read(rel + "/numa_node"); v != "" {
 			if n, err := strconv.Atoi(v); err != nil || n < -1 {
 				c.fail("%s/numa_node: %q", rel, v)
@@ -161,6 +173,56 @@ func (c *checker) pci() {
 			if !strings.HasPrefix(pf, "../") || strings.Count(pf, "/") != 1 || filepath.Dir(pfDir) != filepath.Dir(dir) {
 				c.fail("%s/physfn: %s is not a sibling link", rel, pf)
 			}
+		}
+	}
+}
+
+// vpd checks a binary vpd file as the PCI specification lays it out: resources that fit,
+// keywords of two letters or digits in the read-only section (0x90), whose RV keyword's
+// first byte makes all bytes up to it sum to zero, and the end tag 0x78.
+func (c *checker) vpd(rel string, b []byte) {
+	for off := 0; off < len(b); {
+		tag := b[off]
+		if tag == 0x78 {
+			return
+		}
+		if tag&0x80 == 0 || off+3 > len(b) {
+			c.fail("%s: unexpected tag %#x at %d", rel, tag, off)
+			return
+		}
+		n := int(b[off+1]) | int(b[off+2])<<8
+		data := off + 3
+		if data+n > len(b) {
+			c.fail("%s: resource %#x at %d runs past the end", rel, tag, off)
+			return
+		}
+		for i := data; tag == 0x90 && i < data+n; {
+			kw := string(b[i : i+2])
+			if !regexp.MustCompile(`^[A-Z0-9]{2}$`).MatchString(kw) || i+3+int(b[i+2]) > data+n {
+				c.fail("%s: malformed keyword %q at %d", rel, kw, i)
+				return
+			}
+			if kw == "RV" {
+				var sum byte
+				for _, x := range b[:i+4] {
+					sum += x
+				}
+				if sum != 0 {
+					c.fail("%s: checksum RV is off by %d", rel, sum)
+				}
+			}
+			i += 3 + int(b[i+2])
+		}
+		off = data + n
+	}
+	c.fail("%s: no end tag", rel)
+}
+
+// modules checks the taint of every loaded module: the kernel's upper-case flags.
+func (c *checker) modules() {
+	for _, m := range c.list("module") {
+		if _, err := os.Stat(filepath.Join(c.root, "module", m, "taint")); err == nil {
+			c.match("module/"+m+"/taint", regexp.MustCompile(`^[A-Z]*$`))
 		}
 	}
 }
@@ -358,6 +420,29 @@ func TestCheckerCatches(t *testing.T) {
 		{"counter too long for 64 bits", func(r string) error {
 			return os.WriteFile(filepath.Join(r, "class/infiniband/mlx5_1/ports/1/hw_counters/np_cnp_sent"), []byte("123456789012345678901\n"), 0o644)
 		}, "np_cnp_sent"},
+		{"vpd with a bad checksum", func(r string) error {
+			p := filepath.Join(r, "bus/pci/devices/0000:03:00.0/vpd")
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			b[5]++ // a byte of the identifier string
+			return os.WriteFile(p, b, 0o644)
+		}, "checksum RV is off"},
+		{"vpd without end tag", func(r string) error {
+			p := filepath.Join(r, "bus/pci/devices/0000:03:00.0/vpd")
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(p, b[:len(b)-1], 0o644)
+		}, "no end tag"},
+		{"lower-case taint", func(r string) error {
+			return os.WriteFile(filepath.Join(r, "module/nvidia/taint"), []byte("po\n"), 0o644)
+		}, "module/nvidia/taint"},
+		{"GPU of a network class", func(r string) error {
+			return os.WriteFile(filepath.Join(r, "bus/pci/devices/0000:1b:00.0/class"), []byte("0x020000\n"), 0o644)
+		}, "want a display controller"},
 		{"link leaving the root", func(r string) error {
 			return os.Symlink("../../../../etc", filepath.Join(r, "class/net/escape"))
 		}, "leaves the root"},

@@ -51,6 +51,11 @@ func (n *Node) ExpectedPorts() []discovery.Port {
 				if f.NUMANode >= 0 {
 					e.NUMANode = ptr(f.NUMANode)
 				}
+				if dd := n.expectedDataDirect(f); dd != nil {
+					e.DataDirectBusID = dd.Address
+					e.DataDirectPCIeRoot = strings.Split(p.function(dd.Address), "/")[1]
+				}
+				e.GPUDirect = n.expectedGPUDirect(f.Driver)
 			}
 			e.Netdev = n.expectedNetdev(&d, &port)
 			if nd := p.nds[e.Netdev]; nd != nil {
@@ -156,3 +161,53 @@ func hex4(v uint16) string {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// Data Direct as sysfs.md describes it: the PCI ID of the function, and the PF models
+// that have one.
+const (
+	deviceDataDirect = 0x2100
+	deviceCX8        = 0x1023
+	deviceCX9        = 0x1025
+)
+
+// expectedDataDirect is sysfs.md's pairing, restated: a ConnectX-8 or -9 PF with a VPD
+// UUID (V3) has the Data Direct function (15b3:2100, bound to a driver other than
+// vfio-pci) whose VPD has the same UUID, if exactly one has; VFs have none.
+func (n *Node) expectedDataDirect(f *PCIFunction) *PCIFunction {
+	if f.PhysFn != "" || f.Vendor != vendorMellanox || f.Device != deviceCX8 && f.Device != deviceCX9 || f.VPD == nil || f.VPD.UUID == "" {
+		return nil
+	}
+	var match []*PCIFunction
+	for i := range n.PCIFunctions {
+		d := &n.PCIFunctions[i]
+		if d.Vendor == vendorMellanox && d.Device == deviceDataDirect && d.Driver != "" && d.Driver != "vfio-pci" &&
+			d.VPD != nil && d.VPD.UUID == f.VPD.UUID {
+			match = append(match, d)
+		}
+	}
+	if len(match) != 1 {
+		return nil
+	}
+	return match[0]
+}
+
+// expectedGPUDirect is sysfs.md's GPUDirect rule, restated, for a port of a PCI
+// function bound to drv: no NVIDIA driver, none; its open kernel modules (a taint
+// without P) and an mlx5 port, dmabuf; else nvidia_peermem and an mlx5 port, peermem.
+func (n *Node) expectedGPUDirect(drv string) string {
+	mods := map[string]KernelModule{}
+	for _, m := range n.KernelModules {
+		mods[m.Name] = m
+	}
+	nv, loaded := mods["nvidia"]
+	_, peermem := mods["nvidia_peermem"]
+	switch {
+	case !loaded || drv != "mlx5_core":
+		return ""
+	case !strings.Contains(nv.Taint, "P"):
+		return discovery.GPUDirectDMABuf
+	case peermem:
+		return discovery.GPUDirectPeermem
+	}
+	return ""
+}

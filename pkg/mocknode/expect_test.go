@@ -18,13 +18,15 @@ import (
 // ports in the snake case of the attribute vocabulary. This table keeps the two from
 // drifting apart.
 var specToInventory = map[string][]string{
-	"mocknode.Node.netnsMode":    {"discovery.Inventory.netns_mode"},
-	"mocknode.Node.rdmaDevices":  {"discovery.Inventory.ports"},
-	"mocknode.Node.pciFunctions": {}, // their facts are checked key by key below
-	"mocknode.Node.netdevs":      {}, // likewise
+	"mocknode.Node.netnsMode":     {"discovery.Inventory.netns_mode"},
+	"mocknode.Node.rdmaDevices":   {"discovery.Inventory.ports"},
+	"mocknode.Node.pciFunctions":  {}, // their facts are checked key by key below
+	"mocknode.Node.netdevs":       {}, // likewise
+	"mocknode.Node.gpus":          {}, // GPUs are no RDMA ports; the code that places GPUs lists them from sysfs itself
+	"mocknode.Node.kernelModules": {"discovery.Port.gpudirect"},
 
-	"mocknode.PCIFunction.address":         {"discovery.Port.pci_bus_id"},
-	"mocknode.PCIFunction.root":            {"discovery.Port.pcie_root"},
+	"mocknode.PCIFunction.address":         {"discovery.Port.pci_bus_id", "discovery.Port.data_direct_pci_bus_id"},
+	"mocknode.PCIFunction.root":            {"discovery.Port.pcie_root", "discovery.Port.data_direct_pcie_root"},
 	"mocknode.PCIFunction.bridges":         {}, // the path between root and function; only the root is a placement fact
 	"mocknode.PCIFunction.vendor":          {"discovery.Port.vendor_id", "discovery.Port.model"},
 	"mocknode.PCIFunction.device":          {"discovery.Port.device_id", "discovery.Port.model"},
@@ -32,8 +34,29 @@ var specToInventory = map[string][]string{
 	"mocknode.PCIFunction.subsystemDevice": {},
 	"mocknode.PCIFunction.class":           {}, // the link layer comes from the port, not the function class
 	"mocknode.PCIFunction.numaNode":        {"discovery.Port.numa_node"},
-	"mocknode.PCIFunction.driver":          {"discovery.Port.driver"},
-	"mocknode.PCIFunction.physFn":          {"discovery.Port.physfn", "discovery.Port.sriov_vf"},
+	"mocknode.PCIFunction.driver":          {"discovery.Port.driver", "discovery.Port.gpudirect"},
+	"mocknode.PCIFunction.vpd":             {"discovery.Port.data_direct_pci_bus_id", "discovery.Port.data_direct_pcie_root"},
+
+	"mocknode.VPD.productName":  {}, // the marketing name comes from the PCI IDs
+	"mocknode.VPD.partNumber":   {},
+	"mocknode.VPD.serialNumber": {}, // a board may carry several adapters under one serial
+	"mocknode.VPD.uuid":         {"discovery.Port.data_direct_pci_bus_id", "discovery.Port.data_direct_pcie_root"},
+	"mocknode.VPD.functionID":   {}, // the kernel pairs by a VU that only the firmware tells of the NIC
+
+	// A GPU is placed by its own listing (bus/pci/devices, vendor 0x10de), not through a port.
+	"mocknode.GPU.address":         {},
+	"mocknode.GPU.root":            {},
+	"mocknode.GPU.bridges":         {},
+	"mocknode.GPU.device":          {},
+	"mocknode.GPU.subsystemDevice": {},
+	"mocknode.GPU.class":           {},
+	"mocknode.GPU.numaNode":        {},
+	"mocknode.GPU.driver":          {},
+
+	"mocknode.KernelModule.name":    {"discovery.Port.gpudirect"},
+	"mocknode.KernelModule.taint":   {"discovery.Port.gpudirect"},
+	"mocknode.KernelModule.version": {},
+	"mocknode.PCIFunction.physFn":   {"discovery.Port.physfn", "discovery.Port.sriov_vf"},
 
 	"mocknode.RDMADevice.name":         {"discovery.Port.ibdev", "discovery.Port.lag"}, // mlx5_bond_N is a hardware LAG
 	"mocknode.RDMADevice.pci":          {"discovery.Port.virtual"},
@@ -149,7 +172,8 @@ func drift(table map[string][]string, spec, inventory []string) []string {
 // that every fact of the inventory comes from the description.
 func TestDescriptionCoversInventory(t *testing.T) {
 	spec := jsonKeys(reflect.TypeFor[Node](), reflect.TypeFor[PCIFunction](), reflect.TypeFor[RDMADevice](),
-		reflect.TypeFor[Port](), reflect.TypeFor[GID](), reflect.TypeFor[Netdev](), reflect.TypeFor[CharDev]())
+		reflect.TypeFor[Port](), reflect.TypeFor[GID](), reflect.TypeFor[Netdev](), reflect.TypeFor[CharDev](),
+		reflect.TypeFor[VPD](), reflect.TypeFor[GPU](), reflect.TypeFor[KernelModule]())
 	inventory := jsonKeys(reflect.TypeFor[discovery.Inventory](), reflect.TypeFor[discovery.Port](), reflect.TypeFor[discovery.CharDev]())
 
 	withoutRate := map[string][]string{}

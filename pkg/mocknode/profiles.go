@@ -20,7 +20,7 @@ func (p Profile) Node() *Node { return p.build() }
 
 // profiles is the one list of profiles; Profiles sorts it.
 var profiles = []Profile{
-	{Name: "dgx-h100", Description: "8 ConnectX-7 NDR InfiniBand ports over 8 PCIe roots and 2 NUMA nodes, plus a dual-port ConnectX-7 RoCE card for storage", build: dgxH100},
+	{Name: "dgx-h100", Description: "8 ConnectX-7 NDR InfiniBand ports over 8 PCIe roots and 2 NUMA nodes, each beside an H100 GPU (proprietary driver, nvidia_peermem), plus a dual-port ConnectX-7 RoCE card for storage", build: dgxH100},
 	{Name: "gb200", Description: "shaped like a GB200 NVL72 compute tray: 4 ConnectX-7 NDR InfiniBand ports over 4 PCI domains, plus a dual-port BlueField-3 in an 802.3ad bond (bond0, hardware LAG mlx5_bond_0) whose slaves share its MAC", build: gb200},
 	{Name: "mixed-bond", Description: "4 ConnectX-7 InfiniBand ports plus two ConnectX-6 Dx RoCE ports in one software bond (bond0)", build: mixedBond},
 	{Name: "roce-lag", Description: "8 dual-port ConnectX-7 Ethernet cards in hardware LAG: mlx5_bond_0..7, one port each on bond0..7", build: roceLAG},
@@ -70,6 +70,7 @@ const (
 	deviceE810CQSFP    = 0x1592 // Ethernet Controller E810-C for QSFP
 	deviceBCM57508     = 0x1750 // BCM57508 NetXtreme-E 10Gb/25Gb/40Gb/50Gb/100Gb/200Gb Ethernet
 	deviceVirtioNet    = 0x1041 // Virtio 1.0 network device
+	deviceH100SXM5     = 0x2330 // GH100 [H100 SXM5 80GB]
 
 	classEthernet   = 0x020000
 	classInfiniBand = 0x020700
@@ -87,6 +88,22 @@ const (
 	boardCX6Dx    = "MT_0000000359"
 	boardBF3      = "MT_0000000884"
 )
+
+// The NVIDIA driver's modules as a node loads them (sysfs.md, GPUDirect RDMA): the
+// proprietary driver taints P (and O, out of tree), its open kernel modules only O; the
+// version is illustrative.
+var (
+	moduleNVIDIAProprietary = KernelModule{Name: "nvidia", Taint: "PO", Version: nvidiaDriverVersion}
+	moduleNVIDIAOpen        = KernelModule{Name: "nvidia", Taint: "O", Version: nvidiaDriverVersion}
+	moduleNVIDIAPeermem     = KernelModule{Name: "nvidia_peermem", Taint: "O", Version: nvidiaDriverVersion}
+)
+
+const nvidiaDriverVersion = "580.82.07"
+
+// gpu is an NVIDIA GPU bound to the nvidia driver.
+func gpu(addr, root string, bridges []string, numa int, device, subsys uint16) GPU {
+	return GPU{Address: addr, Root: root, Bridges: bridges, Device: device, SubsystemDevice: subsys, NUMANode: numa, Driver: "nvidia"}
+}
 
 // function returns an mlx5 PCI function; callers adjust what differs.
 func function(addr, root string, bridges []string, numa int, device, subsys uint16, class uint32) PCIFunction {

@@ -36,14 +36,23 @@ func dualPortRoCE(n *Node, ibdevs [2]string, root string, bridges []string, bus,
 }
 
 // dgxH100 is shaped like an NVIDIA DGX H100: eight NDR compute ports, one per GPU, each on
-// its own PCIe root (four per CPU socket), and a dual-port 200GbE card for storage.
+// its own PCIe root (four per CPU socket) behind the PCIe switch its H100 SXM5 sits
+// behind too, and a dual-port 200GbE card for storage. The NVIDIA driver is the
+// proprietary one, with nvidia_peermem.
 // Expected: mlx5_0..7 InfiniBand 400 Gb/s on ibp24s0...ibp220s0, no GID index;
-// mlx5_8/mlx5_9 Ethernet 200 Gb/s on enp168s0f0np0/enp168s0f1np1, GID index 3.
+// mlx5_8/mlx5_9 Ethernet 200 Gb/s on enp168s0f0np0/enp168s0f1np1, GID index 3; every
+// port gpudirect peermem; GPUs 0000:1b:00.0 ... 0000:df:00.0 on the InfiniBand ports'
+// roots pci0000:15 ... pci0000:d9.
 func dgxH100() *Node {
-	n := &Node{}
+	n := &Node{KernelModules: []KernelModule{moduleNVIDIAProprietary, moduleNVIDIAPeermem}}
 	cardBuses := []int{0x18, 0x40, 0x4f, 0x5e, 0x9a, 0xc0, 0xce, 0xdc}
 	for i, bus := range cardBuses {
 		cx7IB(n, fmt.Sprintf("mlx5_%d", i), bus-3, i/4, 0xa088c2030056d2a0+uint64(i)*0x10, uint16(0x1a0+i))
+		// The GPU hangs off another downstream port of the NIC's switch, three buses on,
+		// where a DGX H100 has it.
+		root, bridges, _ := switchPath(0, bus-3)
+		bridges[len(bridges)-1] = bdf(0, bus-1, 1, 0)
+		n.GPUs = append(n.GPUs, gpu(bdf(0, bus+3, 0, 0), root, bridges, i/4, deviceH100SXM5, 0x16c1))
 	}
 	dualPortRoCE(n, [2]string{"mlx5_8", "mlx5_9"}, "pci0000:a7", []string{"0000:a7:01.0"}, 0xa8, 1,
 		deviceConnectX7, 0x0027, fwConnectX7, boardCX7Eth, "200 Gb/sec (4X HDR)", 0xa088c2a81e40, 0xa088c20300a81e40, 9000,

@@ -28,6 +28,12 @@ type Node struct {
 	RDMADevices []RDMADevice `json:"rdmaDevices,omitempty"`
 	// Netdevs are the node's network interfaces, bonds included.
 	Netdevs []Netdev `json:"netdevs,omitempty"`
+	// GPUs are the node's GPUs: PCI functions laid out as PCIFunctions are, apart from
+	// them because no RDMA device or netdev belongs to a GPU.
+	GPUs []GPU `json:"gpus,omitempty"`
+	// KernelModules are loaded modules that get a module/<name> directory besides
+	// ib_core's, e.g. the NVIDIA driver (nvidia) and nvidia_peermem.
+	KernelModules []KernelModule `json:"kernelModules,omitempty"`
 }
 
 // PCIFunction is one PCI function, for example one port of a ConnectX-7 or one of its VFs.
@@ -54,6 +60,67 @@ type PCIFunction struct {
 	Driver string `json:"driver,omitempty"`
 	// PhysFn is the PF's address on an SR-IOV virtual function, empty otherwise.
 	PhysFn string `json:"physFn,omitempty"`
+	// VPD is the content of the function's vpd file; nil leaves the file out, as on a
+	// function without the VPD capability.
+	VPD *VPD `json:"vpd,omitempty"`
+}
+
+// VPD is what a PCI function's Vital Product Data holds: an identifier string and a
+// read-only section of keywords, laid out as NVIDIA adapters lay theirs out (lspci -vv
+// shows the same keywords), with the checksum keyword RV last. Empty keywords are left
+// out.
+type VPD struct {
+	// ProductName is the identifier string.
+	ProductName string `json:"productName"`
+	// PartNumber is keyword PN.
+	PartNumber string `json:"partNumber,omitempty"`
+	// SerialNumber is keyword SN, the board's serial number.
+	SerialNumber string `json:"serialNumber,omitempty"`
+	// UUID is keyword V3, 32 lower-case hex digits: the same in every PCI function of
+	// one adapter, its Data Direct function included, which is how sysfs.md pairs them.
+	UUID string `json:"uuid,omitempty"`
+	// FunctionID is keyword VU, an ID of the function itself.
+	FunctionID string `json:"functionID,omitempty"`
+}
+
+// GPU is one GPU's PCI function: a device directory below devices/<root>/<bridges...>,
+// linked from bus/pci/devices, with vendor 0x10de, and bound to its driver.
+type GPU struct {
+	// Address is the bus ID, e.g. 0000:1b:00.0.
+	Address string `json:"address"`
+	// Root is the PCIe root complex directory below devices/, e.g. pci0000:15.
+	Root string `json:"root"`
+	// Bridges are the bus IDs of the bridges between the root and the GPU, outermost
+	// first.
+	Bridges []string `json:"bridges,omitempty"`
+	// Device and SubsystemDevice are NVIDIA's PCI IDs of the GPU.
+	Device          uint16 `json:"device"`
+	SubsystemDevice uint16 `json:"subsystemDevice"`
+	// Class is the 24-bit PCI class, a display controller (0x03xxxx); 0 means
+	// ClassGPU, what data-center GPUs report.
+	Class uint32 `json:"class,omitempty"`
+	// NUMANode is the GPU's NUMA node, -1 when the platform does not say.
+	NUMANode int `json:"numaNode"`
+	// Driver is the bound kernel driver, nvidia; empty for an unbound GPU.
+	Driver string `json:"driver,omitempty"`
+}
+
+// ClassGPU is the PCI class of a 3D controller, what data-center GPUs report.
+const ClassGPU = 0x030200
+
+// VendorNVIDIA is NVIDIA's PCI vendor ID, that of its GPUs.
+const VendorNVIDIA = 0x10de
+
+// KernelModule is one loaded kernel module with a module/<name> directory.
+type KernelModule struct {
+	// Name is the module's name, e.g. nvidia or nvidia_peermem.
+	Name string `json:"name"`
+	// Taint is module/<name>/taint: the taint flags the module gives the kernel, e.g.
+	// PO for NVIDIA's proprietary driver (P proprietary licence, O out of tree), O for
+	// its open kernel modules; empty for an untainting module.
+	Taint string `json:"taint"`
+	// Version is module/<name>/version; empty leaves the file out.
+	Version string `json:"version,omitempty"`
 }
 
 // RDMADevice is one RDMA device (ibdev), for example mlx5_0, mlx5_bond_0 or rxe0.

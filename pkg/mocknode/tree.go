@@ -54,6 +54,9 @@ func (t *tree) dir(p string) { t.put(p, entry{kind: kindDir}) }
 // file records a one-value sysfs file; the kernel ends every value with a newline.
 func (t *tree) file(p, value string) { t.put(p, entry{kind: kindFile, data: value + "\n"}) }
 
+// raw records a binary file that holds data as it is, without a newline: a vpd file.
+func (t *tree) raw(p string, data []byte) { t.put(p, entry{kind: kindFile, data: string(data)}) }
+
 // link records a symlink at p to the root-relative path target, spelled the way the kernel
 // spells it (see kernelRel).
 func (t *tree) link(p, target string) {

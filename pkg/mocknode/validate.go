@@ -85,6 +85,9 @@ func (n *Node) Validate() error {
 		errs = append(errs, validateNetdev(d, fns, netdevs)...)
 	}
 
+	errs = append(errs, n.validateGPUs(fns)...)
+	errs = append(errs, n.validateModules()...)
+
 	ibdevs := map[string]bool{}
 	for i := range n.RDMADevices {
 		d := &n.RDMADevices[i]
@@ -143,6 +146,99 @@ func validateFunction(f *PCIFunction, fns map[string]*PCIFunction) []error {
 	}
 	if f.Driver != "" && !nameRE.MatchString(f.Driver) {
 		add("malformed driver name %q", f.Driver)
+	}
+	if f.VPD != nil {
+		for _, err := range validateVPD(f.VPD) {
+			add("vpd: %w", err)
+		}
+	}
+	return errs
+}
+
+var (
+	vpdUUIDRE = regexp.MustCompile(`^[0-9a-f]{32}$`)
+	taintRE   = regexp.MustCompile(`^[A-Z]*$`)
+	versionRE = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z.+_-]*$`)
+)
+
+// validateVPD checks what the encoding needs: printable ASCII of at most 255 bytes per
+// keyword (a one-byte length), and a UUID in the form NVIDIA adapters write.
+func validateVPD(v *VPD) []error {
+	var errs []error
+	for _, kv := range [][2]string{{"product name", v.ProductName}, {"PN", v.PartNumber}, {"SN", v.SerialNumber}, {"V3", v.UUID}, {"VU", v.FunctionID}} {
+		if len(kv[1]) > 255 || strings.IndexFunc(kv[1], func(r rune) bool { return r < ' ' || r > '~' }) >= 0 {
+			errs = append(errs, fmt.Errorf("%s %q: want printable ASCII of at most 255 bytes", kv[0], kv[1]))
+		}
+	}
+	if v.UUID != "" && !vpdUUIDRE.MatchString(v.UUID) {
+		errs = append(errs, fmt.Errorf("V3 %q: want 32 lower-case hex digits", v.UUID))
+	}
+	return errs
+}
+
+// validateGPUs checks the GPUs as PCI functions: well-formed, unique addresses that no
+// other function has, a root in their domain, a display class, a driver name.
+func (n *Node) validateGPUs(fns map[string]*PCIFunction) []error {
+	var errs []error
+	seen := map[string]bool{}
+	for i := range n.GPUs {
+		g := &n.GPUs[i]
+		add := func(format string, args ...any) {
+			errs = append(errs, fmt.Errorf("gpu %s: "+format, append([]any{g.Address}, args...)...))
+		}
+		switch {
+		case !bdfRE.MatchString(g.Address):
+			add("malformed address, want dddd:bb:dd.f in lower-case hex")
+			continue
+		case seen[g.Address] || fns[g.Address] != nil:
+			add("duplicate address")
+			continue
+		}
+		seen[g.Address] = true
+		if !rootRE.MatchString(g.Root) {
+			add("malformed root %q, want pci<domain>:<bus>", g.Root)
+		} else if g.Root[3:7] != g.Address[:4] {
+			add("root %s is in another PCI domain", g.Root)
+		}
+		for _, b := range g.Bridges {
+			if !bdfRE.MatchString(b) || b == g.Address {
+				add("malformed bridge address %q", b)
+			}
+		}
+		if g.Class != 0 && g.Class>>16 != 0x03 {
+			add("class %#06x is not a display controller (0x03xxxx)", g.Class)
+		}
+		if g.NUMANode < -1 {
+			add("numa node %d: want -1 (unknown) or more", g.NUMANode)
+		}
+		if g.Driver != "" && !nameRE.MatchString(g.Driver) {
+			add("malformed driver name %q", g.Driver)
+		}
+	}
+	return errs
+}
+
+// validateModules checks module names (they become directories), taints (the kernel's
+// flags are upper-case letters) and versions.
+func (n *Node) validateModules() []error {
+	var errs []error
+	seen := map[string]bool{}
+	for _, m := range n.KernelModules {
+		switch {
+		case !nameRE.MatchString(m.Name) || strings.ContainsAny(m.Name, ".:"):
+			errs = append(errs, fmt.Errorf("kernel module %q: malformed name", m.Name))
+			continue
+		case seen[m.Name] || m.Name == "ib_core":
+			errs = append(errs, fmt.Errorf("kernel module %s: listed twice (ib_core is always there)", m.Name))
+			continue
+		}
+		seen[m.Name] = true
+		if !taintRE.MatchString(m.Taint) {
+			errs = append(errs, fmt.Errorf("kernel module %s: taint %q, want upper-case flags such as PO", m.Name, m.Taint))
+		}
+		if m.Version != "" && !versionRE.MatchString(m.Version) {
+			errs = append(errs, fmt.Errorf("kernel module %s: malformed version %q", m.Name, m.Version))
+		}
 	}
 	return errs
 }

@@ -161,9 +161,48 @@ func (n *Node) layout() (*tree, error) {
 	t.link(path.Join("class/misc", rdmaCMName), cm)
 
 	n.layoutFunctions(t, p)
+	n.layoutGPUs(t)
+	n.layoutModules(t)
 	n.layoutNetdevs(t, p)
 	n.layoutRDMA(t, p)
 	return t, t.err
+}
+
+// layoutGPUs writes each GPU as a PCI function of its own.
+func (n *Node) layoutGPUs(t *tree) {
+	for _, g := range n.GPUs {
+		dir := path.Join(append(append([]string{"devices", g.Root}, g.Bridges...), g.Address)...)
+		t.link(path.Join("bus/pci/devices", g.Address), dir)
+		class := g.Class
+		if class == 0 {
+			class = ClassGPU
+		}
+		t.file(path.Join(dir, "vendor"), fmt.Sprintf("0x%04x", VendorNVIDIA))
+		t.file(path.Join(dir, "device"), fmt.Sprintf("0x%04x", g.Device))
+		t.file(path.Join(dir, "subsystem_vendor"), fmt.Sprintf("0x%04x", VendorNVIDIA))
+		t.file(path.Join(dir, "subsystem_device"), fmt.Sprintf("0x%04x", g.SubsystemDevice))
+		t.file(path.Join(dir, "class"), fmt.Sprintf("0x%06x", class))
+		t.file(path.Join(dir, "numa_node"), strconv.Itoa(g.NUMANode))
+		if g.Driver != "" {
+			drv := path.Join("bus/pci/drivers", g.Driver)
+			t.dir(drv)
+			t.link(path.Join(dir, "driver"), drv)
+			t.link(path.Join(drv, g.Address), dir)
+		}
+	}
+}
+
+// layoutModules writes module/<name> of each loaded module: initstate, taint and, where
+// known, version, as the kernel has them for a loaded module.
+func (n *Node) layoutModules(t *tree) {
+	for _, m := range n.KernelModules {
+		dir := path.Join("module", m.Name)
+		t.file(path.Join(dir, "initstate"), "live")
+		t.file(path.Join(dir, "taint"), m.Taint)
+		if m.Version != "" {
+			t.file(path.Join(dir, "version"), m.Version)
+		}
+	}
 }
 
 func (n *Node) layoutFunctions(t *tree, p *paths) {
@@ -190,6 +229,9 @@ func (n *Node) layoutFunctions(t *tree, p *paths) {
 		}
 		if f.PhysFn != "" {
 			t.link(path.Join(dir, "physfn"), p.function(f.PhysFn))
+		}
+		if f.VPD != nil {
+			t.raw(path.Join(dir, "vpd"), f.VPD.Bytes())
 		}
 		if list := vfs[f.Address]; len(list) > 0 {
 			// Fixed-width lower-case bus IDs sort like their numeric values, which is
