@@ -21,16 +21,19 @@ const (
 
 // envFor returns the claim's environment. Only ports of requests with ncclEnv take part:
 // a request that turns it off (say, a management port next to the training ports) keeps
-// its ports out of the lists. Lists keep request order and hold each entry once.
+// its ports out of the lists. Lists keep request order and hold each entry once; the
+// fabric settings follow (fabricEnv).
 //
 // CDI environment is per container and a variable can have one value, so the lists span
 // the whole claim; a container that gets only some of the claim's requests still sees
 // all of the claim's ports named.
-func envFor(ctx context.Context, devices []ClaimDevice, configs []*v1alpha1.RdmaConfig) []string {
+//
+// tables are read only for what needs a port's live tables: a fabric.pkey, and the GID
+// index of a request with gidIndex auto and a fabric roceVersion or addressFamily.
+func envFor(ctx context.Context, devices []ClaimDevice, configs []*v1alpha1.RdmaConfig, tables PortTables) ([]string, error) {
 	var hcas, ibdevs []string
 	seenHCA, seenDev := map[string]bool{}, map[string]bool{}
-	var ports []*discovery.Port
-	var policies []v1alpha1.GIDIndexPolicy
+	var ports []envPort
 	for i := range devices {
 		if !*configs[i].NCCLEnv {
 			continue
@@ -38,8 +41,7 @@ func envFor(ctx context.Context, devices []ClaimDevice, configs []*v1alpha1.Rdma
 		all := devices[i].AllPorts()
 		for j := range all {
 			p := &all[j]
-			ports = append(ports, p)
-			policies = append(policies, *configs[i].GIDIndex)
+			ports = append(ports, envPort{port: p, request: devices[i].Request, cfg: configs[i]})
 			if hca := fmt.Sprintf("%s:%d", p.IBDev, p.Port); !seenHCA[hca] {
 				seenHCA[hca] = true
 				hcas = append(hcas, hca)
@@ -51,19 +53,28 @@ func envFor(ctx context.Context, devices []ClaimDevice, configs []*v1alpha1.Rdma
 		}
 	}
 	if len(ports) == 0 {
-		return nil
+		return nil, nil
 	}
 	list := strings.Join(hcas, ",")
 	// The leading '=' makes NCCL match device names exactly, so mlx5_1 does not also
 	// select mlx5_10..mlx5_19.
 	env := []string{EnvNCCLHCA + "==" + list}
-	if idx, reason := gidIndex(ports, policies); reason == "" {
+	idx, followed, reason, err := gidIndex(ports, tables)
+	switch {
+	case err != nil:
+		return nil, err
+	case reason == "":
 		env = append(env, EnvNCCLGIDIndex+"="+strconv.Itoa(idx))
-	} else {
+		if followed {
+			// UCX picks RoCE v2 IPv4 first whatever NCCL is told; it has no variable
+			// for the version or the family, only the index.
+			env = append(env, EnvUCXGIDIndex+"="+strconv.Itoa(idx))
+		}
+	default:
 		// Expected for InfiniBand; worth a note where RoCE ports are involved, since
 		// NCCL then picks a GID itself and may pick one that does not route.
 		v := 4
-		if slices.ContainsFunc(ports, func(p *discovery.Port) bool { return p.LinkLayer == discovery.LinkLayerEthernet }) {
+		if slices.ContainsFunc(ports, func(p envPort) bool { return p.port.LinkLayer == discovery.LinkLayerEthernet }) {
 			v = 2
 		}
 		logger(ctx).V(v).Info("Leaving NCCL_IB_GID_INDEX unset", "reason", reason)
@@ -72,37 +83,56 @@ func envFor(ctx context.Context, devices []ClaimDevice, configs []*v1alpha1.Rdma
 		EnvUCXDevices+"="+list,
 		EnvRDMADevices+"="+strings.Join(ibdevs, ","),
 	)
-	return env
+	fabric, err := fabricEnv(ctx, ports, tables)
+	if err != nil {
+		return nil, err
+	}
+	return append(env, fabric...), nil
 }
 
 // gidIndex decides NCCL_IB_GID_INDEX for the ports that take part in the environment.
 // NCCL takes one value per process, so it is set only when every port is RoCE and all
-// of them agree: each port's own policy gives its index (auto: the one discovery found;
-// a number: that number), and none anywhere leaves it unset. InfiniBand addresses by LID
-// and must not get one. A non-empty reason says why it stays unset.
-func gidIndex(ports []*discovery.Port, policies []v1alpha1.GIDIndexPolicy) (int, string) {
-	idx := -1
-	for i, p := range ports {
-		name := fmt.Sprintf("%s/%d", p.IBDev, p.Port)
+// of them agree: each port's own policy gives its index, and none anywhere leaves it
+// unset. With auto, the index is the one discovery found, unless the port's request sets
+// fabric.roceVersion or fabric.addressFamily: then it is the port's lowest routable entry
+// of that version and family, read now from the port's table (followed is then true), and
+// a port without one fails the claim. A number is that number. InfiniBand addresses by
+// LID and must not get one. A non-empty reason says why it stays unset; NCCL then picks
+// per port, by NCCL_IB_ROCE_VERSION_NUM and NCCL_IB_ADDR_FAMILY where they are set.
+func gidIndex(ports []envPort, tables PortTables) (idx int, followed bool, reason string, err error) {
+	// Everything that leaves the index unset is found before any table is read.
+	for _, ep := range ports {
+		p := ep.port
 		if p.LinkLayer != discovery.LinkLayerEthernet {
-			return 0, fmt.Sprintf("port %s has link layer %q, not Ethernet", name, p.LinkLayer)
+			return 0, false, fmt.Sprintf("port %s has link layer %q, not Ethernet", portName(p), p.LinkLayer), nil
 		}
+		if *ep.cfg.GIDIndex == v1alpha1.GIDIndexNone {
+			return 0, false, fmt.Sprintf("gidIndex of port %s is none", portName(p)), nil
+		}
+	}
+	idx = -1
+	for _, ep := range ports {
+		p := ep.port
 		var n int
-		switch pol := policies[i]; pol {
-		case v1alpha1.GIDIndexNone:
-			return 0, fmt.Sprintf("gidIndex of port %s is none", name)
-		case v1alpha1.GIDIndexAuto:
+		switch pol := *ep.cfg.GIDIndex; {
+		case pol == v1alpha1.GIDIndexAuto && ep.cfg.Fabric.FollowsGID():
+			version, family := ep.cfg.Fabric.GIDWant()
+			if n, err = tables.GIDIndex(p.IBDev, p.Port, version, family); err != nil {
+				return 0, false, "", fmt.Errorf("GID index of request %q for RoCE v%d over %s: %w", ep.request, version, family, err)
+			}
+			followed = true
+		case pol == v1alpha1.GIDIndexAuto:
 			if p.GIDIndex == nil {
-				return 0, fmt.Sprintf("port %s has no usable RoCE v2 GID", name)
+				return 0, false, fmt.Sprintf("port %s has no usable RoCE v2 GID", portName(p)), nil
 			}
 			n = *p.GIDIndex
 		default:
 			n, _ = pol.Index() // validated by BuildSpec
 		}
 		if idx >= 0 && n != idx {
-			return 0, fmt.Sprintf("ports disagree on the GID index (%d, and %d on port %s)", idx, n, name)
+			return 0, false, fmt.Sprintf("ports disagree on the GID index (%d, and %d on port %s)", idx, n, portName(p)), nil
 		}
 		idx = n
 	}
-	return idx, ""
+	return idx, followed, "", nil
 }

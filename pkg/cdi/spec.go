@@ -29,6 +29,8 @@ import (
 
 	"github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/porttable"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/sysfs"
 )
 
 // DefaultDriverName is the DRA driver name that Options.DriverName defaults to (the same
@@ -111,6 +113,10 @@ type Options struct {
 	// (rdma_cm, umad, issm) that do not are left out. Default: os.Stat succeeds. A
 	// plugin that sees the host's /dev elsewhere maps the path here.
 	Exists func(path string) bool
+	// PortTables reads the live P_Key and GID tables of ports, for the fabric settings
+	// that need them (fabric.pkey; fabric.roceVersion and addressFamily with gidIndex
+	// auto). Default: a porttable.Reader of sysfs.DefaultRoot.
+	PortTables PortTables
 }
 
 func (o Options) withDefaults() Options {
@@ -122,6 +128,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.DevRoot == "" {
 		o.DevRoot = "/dev"
+	}
+	if o.PortTables == nil {
+		o.PortTables = porttable.New(sysfs.DefaultRoot)
 	}
 	if o.Exists == nil {
 		o.Exists = func(p string) bool {
@@ -167,8 +176,8 @@ func DeviceName(claimUID string, d *ClaimDevice) string {
 }
 
 // BuildSpec builds the claim's CDI spec and returns it with the qualified CDI device IDs
-// of each device, in the order of devices. It reads nothing but opts.Exists and writes
-// nothing. The spec's cdiVersion is the lowest that its content needs, so that older
+// of each device, in the order of devices. It reads nothing but opts.Exists and, for the
+// fabric settings that need them, opts.PortTables, and writes nothing. The spec's cdiVersion is the lowest that its content needs, so that older
 // runtimes accept it.
 func BuildSpec(ctx context.Context, claimUID string, devices []ClaimDevice, opts Options) (*cdispec.Spec, [][]string, error) {
 	opts = opts.withDefaults()
@@ -314,7 +323,11 @@ func claimWideEdits(ctx context.Context, claimUID string, devices []ClaimDevice,
 			Type:     "c",
 		})
 	}
-	edits.Env = envFor(ctx, devices, configs)
+	env, err := envFor(ctx, devices, configs, opts.PortTables)
+	if err != nil {
+		return edits, err
+	}
+	edits.Env = env
 
 	if limit, ok := memlockLimit(configs); ok {
 		h, err := hook(opts, "createContainer", "claim asks for a memlock limit", "memlock", "--limit", limit)

@@ -14,7 +14,7 @@ import (
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
+var update = flag.Bool("update", false, "rewrite testdata/*.golden and the fabric table of docs/claim-config.md from the current output")
 
 // TestGolden writes each case's spec and compares the file byte for byte with
 // testdata/<case>.golden. Run `go test ./pkg/cdi -update` after an intended change and
@@ -179,7 +179,11 @@ func TestEnv(t *testing.T) {
 			for i := range tc.devices {
 				configs[i] = &tc.devices[i].Config
 			}
-			if diff := cmp.Diff(tc.want, envFor(ctx, tc.devices, configs)); diff != "" {
+			got, err := envFor(ctx, tc.devices, configs, noTables{t})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
