@@ -29,6 +29,7 @@ import (
 	"github.com/rdma-dra/rdma-dra-driver/pkg/metrics"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/portcounters"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/porttable"
 )
 
 // Run runs the kubelet plugin until ctx ends or an error stops it.
@@ -101,7 +102,8 @@ func Run(ctx context.Context, cfg Config) error {
 		netOpts.Addresses = &addrlease.Reserver{Kube: kube, Namespace: cfg.Namespace, Node: cfg.NodeName}
 	}
 	store := checkpoint.NewStore(cfg.DataDir(), cfg.BootIDPath)
-	specOpts := cdi.Options{DriverName: cfg.DriverName, SpecDir: cfg.CDIRoot, DevRoot: cfg.DevRoot, HookPath: hookPath}
+	specOpts := cdi.Options{DriverName: cfg.DriverName, SpecDir: cfg.CDIRoot, DevRoot: cfg.DevRoot, HookPath: hookPath,
+		PortTables: porttable.New(cfg.SysfsRoot)}
 	if netOpts != nil {
 		// Containers of pods with attachments wait for them (pkg/attachmark).
 		specOpts.AttachedDir = netOpts.MarkDir
