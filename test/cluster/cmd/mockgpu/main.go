@@ -5,6 +5,8 @@
 package main
 
 import (
+	"errors"
+
 	"github.com/urfave/cli/v2"
 
 	"github.com/rdma-dra/rdma-dra-driver/internal/cliflags"
@@ -33,7 +35,7 @@ func newApp() *cli.App {
 		if c.Args().Present() {
 			return cliflags.Usagef("mockgpu takes no arguments, got %q", c.Args().Slice())
 		}
-		if err := kube.Validate(); err != nil {
+		if err := errors.Join(cfg.Validate(), kube.Validate()); err != nil {
 			return err
 		}
 		client, err := kube.Clientset(component)
