@@ -81,14 +81,10 @@ func (s *scan) pciFunction(p *Port, link string) {
 		s.unknown(link+" PCI function", err)
 		return
 	}
-	// fn is canonical, e.g. devices/pci0000:00/0000:00:01.0/0000:03:00.0: the component
-	// after devices/ is the PCIe root complex, the last one the function's bus ID.
-	parts := strings.Split(fn, "/")
-	if len(parts) >= 3 && parts[0] == "devices" && strings.HasPrefix(parts[1], "pci") && isBusID(parts[len(parts)-1]) {
-		p.PCIeRoot = parts[1]
-		p.PCIBusID = parts[len(parts)-1]
+	if root, busID, err := splitPCIPath(fn); err == nil {
+		p.PCIeRoot, p.PCIBusID = root, busID
 	} else {
-		s.unknown(link+" PCI address", &pathError{path: fn, want: "devices/pci<domain>:<bus>/…/<bus ID>"})
+		s.unknown(link+" PCI address", err)
 	}
 	p.VendorID, _ = read(s, fn+"/vendor", sysfs.ParsePCIID)
 	p.DeviceID, _ = read(s, fn+"/device", sysfs.ParsePCIID)
@@ -111,6 +107,17 @@ func (s *scan) pciFunction(p *Port, link string) {
 		}
 	}
 	p.Model = modelName(p.VendorID, p.DeviceID, pfModel)
+}
+
+// splitPCIPath returns the PCIe root complex and the bus ID of the PCI function at the
+// canonical path fn, e.g. devices/pci0000:00/0000:00:01.0/0000:03:00.0: the component
+// after devices/ is the root complex, the last one the function's bus ID.
+func splitPCIPath(fn string) (root, busID string, err error) {
+	parts := strings.Split(fn, "/")
+	if len(parts) >= 3 && parts[0] == "devices" && strings.HasPrefix(parts[1], "pci") && isBusID(parts[len(parts)-1]) {
+		return parts[1], parts[len(parts)-1], nil
+	}
+	return "", "", &pathError{path: fn, want: "devices/pci<domain>:<bus>/…/<bus ID>"}
 }
 
 // numaNode folds numa_node's "unknown" (-1) into a negative node.

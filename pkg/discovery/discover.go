@@ -79,6 +79,7 @@ func (d *Discoverer) Discover(ctx context.Context) (*Inventory, error) {
 		inv.Ports = append(inv.Ports, ports...)
 	}
 	s.gpuDirect(inv.Ports)
+	s.dataDirect(inv.Ports)
 	SortPorts(inv.Ports)
 	return inv, nil
 }
