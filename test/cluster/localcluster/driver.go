@@ -15,6 +15,7 @@ import (
 
 	"github.com/rdma-dra/rdma-dra-driver/pkg/mocknode/mocknet"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
+	"github.com/rdma-dra/rdma-dra-driver/test/cluster/mockgpu"
 )
 
 // Names of the driver's Helm release on the local cluster.
@@ -118,7 +119,8 @@ pools:
 }
 
 // InstallDriver imports the driver image, installs or upgrades the chart in mock mode and
-// waits until the plugin pod is Ready and the node's ResourceSlices are published.
+// waits until the plugin pod is Ready and the node's ResourceSlices are published; then
+// it installs the mock GPU driver on the same mock node (InstallMockGPU).
 func (c *Cluster) InstallDriver(ctx context.Context, o DriverOptions) error {
 	start := time.Now()
 	l, log := c.Layout, c.Log
@@ -163,6 +165,11 @@ func (c *Cluster) InstallDriver(ctx context.Context, o DriverOptions) error {
 		return err
 	}
 	if err := c.WaitDriverReady(ctx, o.Timeout); err != nil {
+		return err
+	}
+	// The GPUs that claims pair with the driver's ports: a second driver, installed
+	// with the first so that cluster-up and install both leave the pair ready.
+	if err := c.InstallMockGPU(ctx, l.MockSys(), o.Timeout); err != nil {
 		return err
 	}
 	log.Info("driver installed", "image", o.Repository+":"+o.Tag, "took", time.Since(start).Round(time.Second).String())
@@ -245,10 +252,11 @@ The driver runs in mock mode (release %s in namespace %s).
   _output/bin/kubectl get resourceslices -o wide
   _output/bin/kubectl get deviceclasses
   _output/bin/kubectl -n %s logs daemonset/%s
+  mock GPUs:      _output/bin/kubectl get resourceslices --field-selector spec.driver=%s (DeviceClass %s)
   try a workload: _output/bin/kubectl apply -f demo/shared-port/claim-shared-by-two-pods.yaml
   or run:         make demo
   stop:           make cluster-down
-`, DriverRelease, DriverNamespace, c.Layout.Kubeconfig(), DriverNamespace, DriverDaemonSet)
+`, DriverRelease, DriverNamespace, c.Layout.Kubeconfig(), DriverNamespace, DriverDaemonSet, mockgpu.DriverName, MockGPUDeviceClass)
 }
 
 // RestartComponent stops one process of the cluster and starts it again with the same

@@ -65,9 +65,7 @@ func importImages(ctx context.Context, l Layout, bins *bincache.Cache) error {
 		return err
 	}
 	for _, img := range []ociimage.Image{pauseImage(bins), tb} {
-		name := strings.TrimPrefix(img.Name, "localhost/")
-		name = strings.ReplaceAll(name, ":", "_") + ".oci.tar"
-		path := filepath.Join(l.Images(), name)
+		path := l.imageArchive(img.Name)
 		if err := ociimage.WriteArchiveFile(path, img); err != nil {
 			return fmt.Errorf("write image %s: %w", img.Name, err)
 		}
@@ -76,6 +74,23 @@ func importImages(ctx context.Context, l Layout, bins *bincache.Cache) error {
 		}
 	}
 	return nil
+}
+
+// mockGPUImage wraps the static mock GPU driver at bin (test/cluster/cmd/mockgpu).
+func mockGPUImage(bin string) ociimage.Image {
+	return ociimage.Image{
+		Name:       MockGPUImage,
+		Files:      []ociimage.File{{Path: "/mockgpu", HostPath: bin, Mode: 0o755}},
+		Entrypoint: []string{"/mockgpu"},
+		Labels:     map[string]string{"org.opencontainers.image.title": "rdma-dra-driver local cluster mock GPU driver"},
+	}
+}
+
+// imageArchive is where the archive of the image ref is written: in Images(), named
+// after ref without localhost/ and with _ for : (localhost/pause:latest: pause_latest.oci.tar).
+func (l Layout) imageArchive(ref string) string {
+	name := strings.ReplaceAll(strings.TrimPrefix(ref, "localhost/"), ":", "_")
+	return filepath.Join(l.Images(), name+".oci.tar")
 }
 
 // ImportArchive imports an OCI archive into the cluster's containerd (namespace k8s.io).
