@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -138,7 +139,7 @@ func TestUnprepareResourceClaims(t *testing.T) {
 			t.Fatalf("%s unprepare: %v", round, err)
 		}
 		want := map[types.UID]error{uidPrepared: nil, uidUnknown: nil}
-		if diff := cmp.Diff(want, got, cmpErrors); diff != "" {
+		if diff := cmp.Diff(want, got, cmpopts.EquateErrors()); diff != "" {
 			t.Errorf("%s unprepare: results mismatch (-want +got):\n%s", round, diff)
 		}
 		if specs := specFiles(t, dir); len(specs) != 0 {
@@ -170,14 +171,6 @@ func TestHandleError(t *testing.T) {
 		})
 	}
 }
-
-// cmpErrors compares errors by text, nil with nil.
-var cmpErrors = cmp.Comparer(func(a, b error) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return a.Error() == b.Error()
-})
 
 // specFiles lists the names in dir, hidden (temporary) files included.
 func specFiles(t *testing.T, dir string) []string {
