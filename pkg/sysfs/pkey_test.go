@@ -68,7 +68,7 @@ func TestReadPKeyTable(t *testing.T) {
 	tests := []struct {
 		name    string
 		files   map[string]string
-		want    string // PKeyTable.String()
+		want    string // the table as PKeyTable.String writes it
 		wantErr error
 	}{
 		{name: "default table", files: map[string]string{"0": "0xffff"}, want: "[0]=0xffff"},

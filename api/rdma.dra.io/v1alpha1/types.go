@@ -37,8 +37,8 @@ type RdmaConfig struct {
 	// CharDevices selects which character devices below /dev/infiniband a container gets
 	// besides rdma_cm: verbs, diagnostics (default) or management.
 	CharDevices *CharDeviceSet `json:"charDevices,omitempty"`
-	// NCCLEnv injects NCCL_IB_HCA, UCX_NET_DEVICES, RDMA_DEVICES and, where it applies,
-	// NCCL_IB_GID_INDEX. Default true.
+	// NCCLEnv injects NCCL_IB_HCA, UCX_NET_DEVICES, RDMA_DEVICES and, where they apply,
+	// NCCL_IB_GID_INDEX and the variables of the fabric settings. Default true.
 	NCCLEnv *bool `json:"ncclEnv,omitempty"`
 	// GIDIndex is the policy for NCCL_IB_GID_INDEX: auto (default), none or a number
 	// from 0 to 255.
