@@ -19,10 +19,14 @@ func TestProfiles(t *testing.T) {
 		netns   NetnsMode
 		models  map[string]string // ibdev -> model
 		netdevs map[string]string // "ibdev/port" -> netdev
+		// dataDirect maps "ibdev/port" to its Data Direct function and that one's root.
+		dataDirect map[string][2]string
 	}
 	want := map[string]keyFacts{
-		"dgx-h100":      {ports: 10, netns: NetnsModeShared, models: map[string]string{"mlx5_0": "ConnectX-7"}},
-		"gb200":         {ports: 5, models: map[string]string{"mlx5_0": "ConnectX-7", "mlx5_bond_0": "BlueField-3"}, netdevs: map[string]string{"mlx5_3/1": "ibP18p3s0", "mlx5_bond_0/1": "bond0"}},
+		"dgx-h100": {ports: 10, netns: NetnsModeShared, models: map[string]string{"mlx5_0": "ConnectX-7"}},
+		"gb200":    {ports: 5, models: map[string]string{"mlx5_0": "ConnectX-7", "mlx5_bond_0": "BlueField-3"}, netdevs: map[string]string{"mlx5_3/1": "ibP18p3s0", "mlx5_bond_0/1": "bond0"}},
+		"gb300": {ports: 5, models: map[string]string{"mlx5_0": "ConnectX-8", "mlx5_bond_0": "BlueField-3"}, netdevs: map[string]string{"mlx5_3/1": "ibP18p3s0", "mlx5_bond_0/1": "bond0"},
+			dataDirect: map[string][2]string{"mlx5_0/1": {"0009:03:00.0", "pci0009:00"}, "mlx5_3/1": {"0018:03:00.0", "pci0018:00"}, "mlx5_bond_0/1": {}}},
 		"mixed-bond":    {ports: 6, models: map[string]string{"mlx5_0": "ConnectX-7"}},
 		"roce-lag":      {ports: 8, models: map[string]string{"mlx5_bond_0": "ConnectX-7"}, netdevs: map[string]string{"mlx5_bond_0/1": "bond0", "mlx5_bond_7/1": "bond7"}},
 		"disabled-port": {ports: 4},
@@ -60,6 +64,11 @@ func TestProfiles(t *testing.T) {
 			for ibdev, m := range kf.models {
 				if got := byName[ibdev].Model; got != m {
 					t.Errorf("%s model %q, want %q", ibdev, got, m)
+				}
+			}
+			for key, dd := range kf.dataDirect {
+				if p := portByKey(inv.Ports, key); [2]string{p.DataDirectBusID, p.DataDirectPCIeRoot} != dd {
+					t.Errorf("%s Data Direct %s on %s, want %v", key, p.DataDirectBusID, p.DataDirectPCIeRoot, dd)
 				}
 			}
 			for key, nd := range kf.netdevs {

@@ -162,19 +162,11 @@ func hex4(v uint16) string {
 
 func ptr[T any](v T) *T { return &v }
 
-// Data Direct as sysfs.md describes it: the PCI ID of the function, and the PF models
-// that have one.
-const (
-	deviceDataDirect = 0x2100
-	deviceCX8        = 0x1023
-	deviceCX9        = 0x1025
-)
-
 // expectedDataDirect is sysfs.md's pairing, restated: a ConnectX-8 or -9 PF with a VPD
 // UUID (V3) has the Data Direct function (15b3:2100, bound to a driver other than
 // vfio-pci) whose VPD has the same UUID, if exactly one has; VFs have none.
 func (n *Node) expectedDataDirect(f *PCIFunction) *PCIFunction {
-	if f.PhysFn != "" || f.Vendor != vendorMellanox || f.Device != deviceCX8 && f.Device != deviceCX9 || f.VPD == nil || f.VPD.UUID == "" {
+	if f.PhysFn != "" || f.Vendor != vendorMellanox || f.Device != deviceConnectX8 && f.Device != deviceConnectX9 || f.VPD == nil || f.VPD.UUID == "" {
 		return nil
 	}
 	var match []*PCIFunction

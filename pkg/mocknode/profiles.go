@@ -22,6 +22,7 @@ func (p Profile) Node() *Node { return p.build() }
 var profiles = []Profile{
 	{Name: "dgx-h100", Description: "8 ConnectX-7 NDR InfiniBand ports over 8 PCIe roots and 2 NUMA nodes, each beside an H100 GPU (proprietary driver, nvidia_peermem), plus a dual-port ConnectX-7 RoCE card for storage", build: dgxH100},
 	{Name: "gb200", Description: "shaped like a GB200 NVL72 compute tray: 4 ConnectX-7 NDR InfiniBand ports over 4 PCI domains, plus a dual-port BlueField-3 in an 802.3ad bond (bond0, hardware LAG mlx5_bond_0) whose slaves share its MAC", build: gb200},
+	{Name: "gb300", Description: "shaped like a GB300 NVL72 compute tray: 4 ConnectX-8 XDR InfiniBand ports, each with a Data Direct function on the PCIe root of its GB300 GPU (open kernel modules: gpudirect dmabuf), plus a BlueField-3 bond (bond0, hardware LAG) for storage", build: gb300},
 	{Name: "mixed-bond", Description: "4 ConnectX-7 InfiniBand ports plus two ConnectX-6 Dx RoCE ports in one software bond (bond0)", build: mixedBond},
 	{Name: "roce-lag", Description: "8 dual-port ConnectX-7 Ethernet cards in hardware LAG: mlx5_bond_0..7, one port each on bond0..7", build: roceLAG},
 	{Name: "disabled-port", Description: "4 ConnectX-7 InfiniBand ports, one of them DOWN/Disabled", build: disabledPort},

@@ -101,25 +101,26 @@ func gb200() *Node {
 	for i, domain := range []int{0x0, 0x2, 0x10, 0x12} {
 		cx7IBIn(n, fmt.Sprintf("mlx5_%d", i), domain, 0, i/2, 0x58a2e10300b10000+uint64(domain)<<8, uint16(0x210+i))
 	}
-	const (
-		mac  = 0x58a2e1060300
-		guid = 0x58a2e10300060300
-	)
-	root, bridges, bus := switchPath(0x6, 0)
+	bf3Bond(n, 0x6, 0x58a2e1060300, 0x58a2e10300060300, "10.60.0.21")
+	return n
+}
+
+// bf3Bond adds a dual-port BlueField-3 (in NIC mode) on its own PCI domain for the
+// north-south network, its two ports in an 802.3ad bond0 with hardware LAG: the second
+// PF gives up its RDMA device, mlx5_bond_0 on the first drives both ports, and the kernel
+// gives its GIDs (ip among them) to the bond. Both slaves have the bond's MAC.
+func bf3Bond(n *Node, domain int, mac, guid uint64, ip string) {
+	root, bridges, bus := switchPath(domain, 0)
 	n.Netdevs = append(n.Netdevs, bond("bond0", mac, 9000))
 	for fn := range 2 {
-		addr := bdf(0x6, bus, 0, fn)
-		f := function(addr, root, bridges, 0, deviceBlueField3, 0x0051, classEthernet)
-		n.PCIFunctions = append(n.PCIFunctions, f)
+		addr := bdf(domain, bus, 0, fn)
+		n.PCIFunctions = append(n.PCIFunctions, function(addr, root, bridges, 0, deviceBlueField3, 0x0051, classEthernet))
 		slave := ether(ifname("en", addr, fmt.Sprintf("f%dnp%d", fn, fn)), addr, mac, 9000, 0)
 		slave.Master = "bond0"
 		n.Netdevs = append(n.Netdevs, slave)
 	}
-	// Hardware LAG: the second PF gives up its RDMA device, mlx5_bond_0 on the first
-	// drives both ports, and the kernel gives its GIDs to the bond.
-	n.RDMADevices = append(n.RDMADevices, mlx5("mlx5_bond_0", bdf(0x6, bus, 0, 0), guid, fwBlueField3, boardBF3, deviceBlueField3,
-		rocePort(1, "200 Gb/sec (4X HDR)", RoCEGIDs("bond0", LinkLocalGID(MACToGUID(mac)), "10.60.0.21"))))
-	return n
+	n.RDMADevices = append(n.RDMADevices, mlx5("mlx5_bond_0", bdf(domain, bus, 0, 0), guid, fwBlueField3, boardBF3, deviceBlueField3,
+		rocePort(1, "200 Gb/sec (4X HDR)", RoCEGIDs("bond0", LinkLocalGID(MACToGUID(mac)), ip))))
 }
 
 // disabledPort has four InfiniBand ports of which mlx5_2's is administratively disabled.

@@ -43,6 +43,11 @@ func TestProfileFacts(t *testing.T) {
 			{"mlx5_3", 1, "InfiniBand", "ACTIVE", "ibP18p3s0", -1, 400, false, false, "pci0012:00"},
 			{"mlx5_bond_0", 1, "Ethernet", "ACTIVE", "bond0", 3, 200, true, false, "pci0006:00"},
 		}},
+		{"gb300", 5, 4, 0, []portFacts{
+			{"mlx5_0", 1, "InfiniBand", "ACTIVE", "ibp3s0", -1, 800, false, false, "pci0000:00"},
+			{"mlx5_3", 1, "InfiniBand", "ACTIVE", "ibP18p3s0", -1, 800, false, false, "pci0012:00"},
+			{"mlx5_bond_0", 1, "Ethernet", "ACTIVE", "bond0", 3, 200, true, false, "pci0006:00"},
+		}},
 		{"mixed-bond", 6, 4, 0, []portFacts{
 			{"mlx5_3", 1, "InfiniBand", "ACTIVE", "ibp171s0", -1, 400, false, false, "pci0000:a8"},
 			{"mlx5_4", 1, "Ethernet", "ACTIVE", "bond0", 3, 100, true, false, "pci0000:5d"},
@@ -129,6 +134,92 @@ func TestProfileFacts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestProfileGPUs checks the GPU-side facts the GPU profiles promise: on dgx-h100 one GPU
+// on each InfiniBand port's PCIe root and gpudirect peermem everywhere; on gb300 each
+// InfiniBand port's Data Direct function on its GPU's root, which is not the PF's, and
+// gpudirect dmabuf everywhere. GPUs are found as other code finds them: every function
+// of vendor 0x10de and a display class, its root the pciDDDD:BB element of its path.
+func TestProfileGPUs(t *testing.T) {
+	tests := []struct {
+		profile   string
+		gpudirect string
+		// dataDirect says that each InfiniBand port reaches its GPU through a Data
+		// Direct function; else the GPU shares the port's own root.
+		dataDirect bool
+		gpus       int
+	}{
+		{profile: "dgx-h100", gpudirect: discovery.GPUDirectPeermem, gpus: 8},
+		{profile: "gb300", gpudirect: discovery.GPUDirectDMABuf, dataDirect: true, gpus: 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.profile, func(t *testing.T) {
+			p, _ := Lookup(tt.profile)
+			n := p.Node()
+			dir := t.TempDir()
+			if err := n.Write(dir, WriteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			gpuRoots := gpuRootsOf(t, filepath.Join(dir, SysDir))
+			if len(gpuRoots) != tt.gpus {
+				t.Errorf("%d GPUs on %d roots, want %d GPUs each on a root of its own: %v", len(n.GPUs), len(gpuRoots), tt.gpus, gpuRoots)
+			}
+			ib := 0
+			for _, e := range n.ExpectedPorts() {
+				if e.GPUDirect != tt.gpudirect {
+					t.Errorf("%s: gpudirect %q, want %q", e.IBDev, e.GPUDirect, tt.gpudirect)
+				}
+				if e.LinkLayer != "InfiniBand" {
+					if e.DataDirectBusID != "" {
+						t.Errorf("%s: Data Direct %s on a port without one", e.IBDev, e.DataDirectBusID)
+					}
+					continue
+				}
+				ib++
+				gpuRoot := e.PCIeRoot
+				if tt.dataDirect {
+					if e.DataDirectBusID == "" || e.DataDirectPCIeRoot == e.PCIeRoot {
+						t.Errorf("%s: Data Direct %s on %s, want one on a root other than the PF's %s", e.IBDev, e.DataDirectBusID, e.DataDirectPCIeRoot, e.PCIeRoot)
+					}
+					gpuRoot = e.DataDirectPCIeRoot
+				} else if e.DataDirectBusID != "" {
+					t.Errorf("%s: Data Direct %s, want none", e.IBDev, e.DataDirectBusID)
+				}
+				if gpuRoots[gpuRoot] != 1 {
+					t.Errorf("%s: %d GPUs on %s, want 1", e.IBDev, gpuRoots[gpuRoot], gpuRoot)
+				}
+			}
+			if ib != tt.gpus {
+				t.Errorf("%d InfiniBand ports, want one per GPU (%d)", ib, tt.gpus)
+			}
+		})
+	}
+}
+
+// gpuRootsOf counts the GPUs of a written tree by PCIe root.
+func gpuRootsOf(t *testing.T, root string) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	entries, err := os.ReadDir(filepath.Join(root, "bus/pci/devices"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		dir := filepath.Join(root, "bus/pci/devices", e.Name())
+		vendor, _ := os.ReadFile(filepath.Join(dir, "vendor"))
+		class, _ := os.ReadFile(filepath.Join(dir, "class"))
+		if string(vendor) != "0x10de\n" || !strings.HasPrefix(string(class), "0x03") {
+			continue
+		}
+		real, err := filepath.EvalSymlinks(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel, _ := filepath.Rel(root, real)
+		out[strings.Split(filepath.ToSlash(rel), "/")[1]]++
+	}
+	return out
 }
 
 func deref(p *int) int {

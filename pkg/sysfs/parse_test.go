@@ -85,6 +85,7 @@ func TestParseRate(t *testing.T) {
 		{in: "25 Gb/sec (1X EDR)", want: 25},
 		{in: "100 Gb/sec", want: 100},
 		{in: "800 Gb/sec (8X XDR)", want: 800},
+		{in: "800 Gb/sec (4X XDR)", want: 800}, // a ConnectX-8 XDR port: four 200 Gb/s lanes
 		{in: "Gb/sec (4X NDR)", wantErr: true},
 		{in: "400Gb/sec (4X NDR)", wantErr: true},
 		{in: "400 Gb/s (4X NDR)", wantErr: true},
