@@ -1,6 +1,7 @@
 // Command rdma-dra is the operator's CLI: what a node has, what it would publish, mock
-// nodes for demos and tests, and the migration from the device plugins. Most commands read
-// the node only; doctor and migrate also read the cluster when given one (docs/cli.md).
+// nodes for demos and tests, the migration from the device plugins, and claim templates
+// that pair GPUs with NICs. Most commands read the node only; doctor and migrate also
+// read the cluster when given one, claim reads nothing (docs/cli.md).
 //
 // Exit status: 0 success, 1 failure (a file or node that cannot be read), 2 usage error
 // (flags, arguments, input that cannot be converted faithfully), and for migrate 3 when
@@ -30,6 +31,7 @@ func newApp() *cli.App {
 		mockNodeCommand(),
 		migrateCommand(),
 		doctorCommand(),
+		claimCommand(),
 	})
 }
 
