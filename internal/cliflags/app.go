@@ -2,6 +2,7 @@ package cliflags
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -15,18 +16,19 @@ import (
 
 // NewApp returns the frame every binary of the project shares: its name, usage and
 // version, flags followed by the logging flags, and a Before that sets up logging and
-// puts the logger into the context. The caller adds an Action or Commands.
+// puts the logger into the context. The caller adds an Action or Commands. Run adds
+// --version; Flags holds the flags that configure the binary, each with an environment
+// twin, and nothing else.
 func NewApp(name, usage string, flags []cli.Flag) *cli.App {
-	// -v is klog's verbosity, as in every Kubernetes component; --version stays.
-	cli.VersionFlag = &cli.BoolFlag{Name: "version", Usage: "print the version"}
-	// --version and a version command print the same line.
-	cli.VersionPrinter = PrintVersion
 	logging := NewLogging()
 	return &cli.App{
 		Name:    name,
 		Usage:   usage,
 		Version: version.String(),
-		Flags:   append(flags, logging.Flags()...),
+		// urfave/cli's own --version has the alias -v, which is klog's verbosity here,
+		// as in every Kubernetes component; Run adds a --version without it.
+		HideVersion: true,
+		Flags:       append(flags, logging.Flags()...),
 		Before: func(c *cli.Context) error {
 			ctx, err := logging.Apply(c.Context)
 			if err != nil {
@@ -36,11 +38,6 @@ func NewApp(name, usage string, flags []cli.Flag) *cli.App {
 			return nil
 		},
 	}
-}
-
-// PrintVersion prints "<name> <version>", the one form of --version and version.
-func PrintVersion(c *cli.Context) {
-	fmt.Fprintf(c.App.Writer, "%s %s\n", c.App.Name, c.App.Version)
 }
 
 // Main runs app with a context that SIGINT and SIGTERM cancel, and exits with
@@ -53,9 +50,13 @@ func Main(app *cli.App) {
 }
 
 // Run runs app with args and returns the exit status, writing a failure to stderr as
-// "<name>: <error>".
+// "<name>: <error>". It gives app a --version flag first (withVersionFlag).
 func Run(ctx context.Context, app *cli.App, args []string, stderr io.Writer) int {
+	withVersionFlag(app)
 	err := app.RunContext(ctx, args)
+	if errors.Is(err, errVersionPrinted) {
+		return ExitOK
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", app.Name, err)
 	}

@@ -28,13 +28,13 @@ const CLIInfoVerbosity = 2
 // completion command writes bash, zsh and fish completion; logs go to stderr, informational
 // ones only from CLIInfoVerbosity on. Logging is set up per run without global state.
 func NewCLI(name, usage, envPrefix string, commands []*cli.Command) *cli.App {
-	cli.VersionFlag = &cli.BoolFlag{Name: "version", Usage: "print the version"}
-	cli.VersionPrinter = PrintVersion
 	l := NewLogging()
 	app := &cli.App{
-		Name:                 name,
-		Usage:                usage,
-		Version:              version.String(),
+		Name:    name,
+		Usage:   usage,
+		Version: version.String(),
+		// As in NewApp: -v is the verbosity, Run adds --version.
+		HideVersion:          true,
 		Flags:                l.cliFlags(),
 		EnableBashCompletion: true,
 		OnUsageError:         OnUsageError,
@@ -129,20 +129,6 @@ func (s errorsOnly) WithValues(kv ...any) logr.LogSink {
 }
 
 func (s errorsOnly) WithName(name string) logr.LogSink { return errorsOnly{s.LogSink.WithName(name)} }
-
-func versionCommand() *cli.Command {
-	return &cli.Command{
-		Name:  "version",
-		Usage: "print the version of this build (the same as --version)",
-		Action: func(c *cli.Context) error {
-			if err := NoArgs(c, nil); err != nil {
-				return err
-			}
-			PrintVersion(c)
-			return nil
-		},
-	}
-}
 
 func completionCommand() *cli.Command {
 	return &cli.Command{

@@ -1,0 +1,122 @@
+package cliflags
+
+import (
+	"bytes"
+	"context"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/rdma-dra/rdma-dra-driver/internal/version"
+)
+
+// runArgs runs app as Main does, with args after its name.
+func runArgs(app *cli.App, args ...string) (stdout, stderr string, code int) {
+	var out, errOut bytes.Buffer
+	app.Writer, app.ErrWriter = &out, &errOut
+	code = Run(context.Background(), app, append([]string{app.Name}, args...), &errOut)
+	return out.String(), errOut.String(), code
+}
+
+// testCLI is an operator CLI with one command, discover, whose Action reports that it ran.
+func testCLI(ran *bool) *cli.App {
+	return NewCLI("my-cli", "test", "MY_CLI_", []*cli.Command{{
+		Name: "discover",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "sysfs-root", EnvVars: []string{"SYSFS_ROOT"}},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, EnvVars: []string{"OUTPUT"}},
+		},
+		Action: func(c *cli.Context) error {
+			*ran = true
+			return NoArgs(c, nil)
+		},
+	}})
+}
+
+// testDaemon is a binary of NewApp whose Action reports that it ran. Its Before, which
+// applies the logging flags to the process, runs only when --version is not given.
+func testDaemon(ran *bool) *cli.App {
+	app := NewApp("my-daemon", "test", []cli.Flag{&cli.StringFlag{Name: "node", EnvVars: []string{"NODE_NAME"}}})
+	app.Action = func(*cli.Context) error {
+		*ran = true
+		return nil
+	}
+	return app
+}
+
+// TestVersion: --version and the version command print one line, "<name> <version>",
+// for each of two apps built in one process, and -v stays the verbosity. urfave/cli's
+// package-level version flag and printer are left as they are.
+func TestVersion(t *testing.T) {
+	flag := cli.VersionFlag
+	printer := reflect.ValueOf(cli.VersionPrinter).Pointer()
+	tests := []struct {
+		name    string
+		app     func(ran *bool) *cli.App
+		args    []string
+		stdout  string
+		wantRan bool
+	}{
+		{name: "cli --version", app: testCLI, args: []string{"--version"}, stdout: "my-cli " + version.String() + "\n"},
+		{name: "cli version", app: testCLI, args: []string{"version"}, stdout: "my-cli " + version.String() + "\n"},
+		{name: "cli --version before a command", app: testCLI, args: []string{"--version", "discover"}, stdout: "my-cli " + version.String() + "\n"},
+		{name: "cli -v is the verbosity", app: testCLI, args: []string{"-v", "3", "discover"}, wantRan: true},
+		{name: "daemon --version", app: testDaemon, args: []string{"--version"}, stdout: "my-daemon " + version.String() + "\n"},
+		{name: "daemon --version before any flag is applied", app: testDaemon, args: []string{"--version", "--logging-format", "xml"}, stdout: "my-daemon " + version.String() + "\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var ran bool
+			stdout, stderr, code := runArgs(tt.app(&ran), tt.args...)
+			if code != ExitOK || stderr != "" || stdout != tt.stdout || ran != tt.wantRan {
+				t.Errorf("status %d, stdout %q, stderr %q, Action ran %v; want 0, %q, \"\", %v", code, stdout, stderr, ran, tt.stdout, tt.wantRan)
+			}
+		})
+	}
+	if cli.VersionFlag != flag || !slices.Equal(cli.VersionFlag.Names(), []string{"version", "v"}) {
+		t.Errorf("cli.VersionFlag changed to %v", cli.VersionFlag.Names())
+	}
+	if reflect.ValueOf(cli.VersionPrinter).Pointer() != printer {
+		t.Error("cli.VersionPrinter changed")
+	}
+}
+
+// TestHelpShowsVersion: --help keeps urfave/cli's VERSION section and lists --version.
+func TestHelpShowsVersion(t *testing.T) {
+	for _, app := range []func(*bool) *cli.App{testCLI, testDaemon} {
+		var ran bool
+		stdout, _, code := runArgs(app(&ran), "--help")
+		for _, s := range []string{"\nVERSION:\n   " + version.String() + "\n", "--version"} {
+			if code != ExitOK || !strings.Contains(stdout, s) {
+				t.Errorf("status %d, help lacks %q:\n%s", code, s, stdout)
+			}
+		}
+	}
+}
+
+// TestVersionFlagOnce: --version is not among the flags a binary declares (each has an
+// environment twin), and a second run of the app does not add it twice.
+func TestVersionFlagOnce(t *testing.T) {
+	var ran bool
+	app := testDaemon(&ran)
+	if slices.ContainsFunc(app.Flags, func(f cli.Flag) bool { return f.Names()[0] == "version" }) {
+		t.Error("NewApp declares --version")
+	}
+	for range 2 {
+		if stdout, _, code := runArgs(app, "--version"); code != ExitOK || !strings.HasPrefix(stdout, "my-daemon ") {
+			t.Errorf("status %d, stdout %q", code, stdout)
+		}
+	}
+	n := 0
+	for _, f := range app.Flags {
+		if f.Names()[0] == "version" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d --version flags after two runs, want 1", n)
+	}
+}
