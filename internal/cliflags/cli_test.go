@@ -120,3 +120,42 @@ func TestVersionFlagOnce(t *testing.T) {
 		t.Errorf("%d --version flags after two runs, want 1", n)
 	}
 }
+
+// TestUsageErrors: a mistyped flag or command is one line with the nearest name where
+// the input looks like a typo of it, and exit status 2.
+func TestUsageErrors(t *testing.T) {
+	tests := []struct {
+		args   []string
+		stderr string
+	}{
+		{[]string{"discover", "--sysfs-rot", "/x"},
+			"my-cli: unknown flag --sysfs-rot; did you mean --sysfs-root? (my-cli discover --help lists the flags)\n"},
+		{[]string{"discover", "--ouptut", "json"},
+			"my-cli: unknown flag --ouptut; did you mean --output? (my-cli discover --help lists the flags)\n"},
+		{[]string{"discover", "--frobnicate"},
+			"my-cli: unknown flag --frobnicate (my-cli discover --help lists the flags)\n"},
+		{[]string{"discover", "-s"},
+			"my-cli: unknown flag -s (my-cli discover --help lists the flags)\n"},
+		{[]string{"discover", "-v", "many"},
+			`my-cli: invalid value "many" for flag -v: parse error (my-cli discover --help lists the flags)` + "\n"},
+		{[]string{"--verison"},
+			"my-cli: unknown flag --verison; did you mean --version? (my-cli --help lists the flags)\n"},
+		{[]string{"--hlep"},
+			"my-cli: unknown flag --hlep; did you mean --help? (my-cli --help lists the flags)\n"},
+		{[]string{"discovr"},
+			`my-cli: unknown command "discovr"; did you mean discover? (my-cli --help lists the commands)` + "\n"},
+		{[]string{"frobnicate"},
+			`my-cli: unknown command "frobnicate" (my-cli --help lists the commands)` + "\n"},
+		{[]string{"discover", "extra"},
+			`my-cli: discover takes no arguments, got "extra"` + "\n"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			var ran bool
+			stdout, stderr, code := runArgs(testCLI(&ran), tt.args...)
+			if code != ExitUsage || stderr != tt.stderr || stdout != "" {
+				t.Errorf("status %d, stdout %q, stderr:\n%q\nwant status 2, stderr:\n%q", code, stdout, stderr, tt.stderr)
+			}
+		})
+	}
+}

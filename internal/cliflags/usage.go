@@ -6,8 +6,10 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
+	"github.com/xrash/smetrics"
 )
 
 // Exit statuses of every binary of the project.
@@ -61,27 +63,22 @@ func ExitCode(err error) int {
 var undefinedFlag = regexp.MustCompile(`^flag provided but not defined: -+(.*)$`)
 
 // OnUsageError turns the flag parser's error into one line, with the nearest flag name
-// when there is one, instead of the whole help.
+// when there is one, instead of the whole help. urfave/cli's App.Suggest does not do
+// it: it prints "Incorrect Usage", the suggestion and the whole help to stdout. The
+// suggestion is the library's (SuggestFlag), kept only when isTypo accepts it.
 func OnUsageError(c *cli.Context, err error, _ bool) error {
-	where := c.App.Name
-	var flags []cli.Flag
-	if c.Command != nil && c.Command.Name != "" && c.Command.Name != c.App.Name {
-		where += " " + c.Command.Name
-		flags = c.Command.Flags
-	} else {
-		flags = c.App.Flags
-	}
+	// The root's HelpName is the app's name, a command's "<app> <command>".
+	where := c.Command.HelpName
 	m := undefinedFlag.FindStringSubmatch(err.Error())
 	if m == nil {
 		return Usagef("%s (%s --help lists the flags)", err, where)
 	}
 	msg := fmt.Sprintf("unknown flag %s", dashed(m[1]))
-	var names []string
-	for _, f := range flags {
-		names = append(names, f.Names()...)
-	}
-	if s := Nearest(m[1], names); s != "" {
-		msg += fmt.Sprintf("; did you mean %s?", dashed(s))
+	if cli.SuggestFlag != nil { // nil when built with the tag urfave_cli_no_suggest
+		s := cli.SuggestFlag(c.Command.Flags, m[1], c.Command.HideHelp)
+		if isTypo(m[1], strings.TrimLeft(s, "-")) {
+			msg += fmt.Sprintf("; did you mean %s?", s)
+		}
 	}
 	return Usagef("%s (%s --help lists the flags)", msg, where)
 }
@@ -93,71 +90,50 @@ func dashed(name string) string {
 	return "--" + name
 }
 
-// Nearest returns the candidate closest to s by edit distance, if it is close enough to
-// be a typo, or one that starts with s.
-func Nearest(s string, candidates []string) string {
-	best, bestD := "", -1
-	for _, c := range candidates {
-		d := distance(s, c)
-		if bestD < 0 || d < bestD {
-			best, bestD = c, d
-		}
-	}
-	// A third of the longer name, at least one edit from three letters on: a single
-	// letter is no typo of another.
-	limit := max(len(s), len(best)) / 3
-	if limit < 1 && len(s) >= 3 {
-		limit = 1
-	}
-	if best != "" && bestD <= limit {
-		return best
-	}
-	for _, c := range candidates {
-		if len(s) >= 2 && strings.HasPrefix(c, s) {
-			return c
-		}
-	}
-	return ""
+// typoSimilarity is the least similarity of a typo and the name it misspells. urfave/cli
+// v2 suggests the most similar name however little it resembles the input
+// ("--frobnicate": "-o"); below this, nothing is suggested.
+const typoSimilarity = 0.8
+
+// similarity is urfave/cli's measure of how alike two names are: Jaro-Winkler with the
+// constants of its SuggestFlag and SuggestCommand, 1 for the same name.
+func similarity(a, b string) float64 {
+	return smetrics.JaroWinkler(a, b, 0.7, 4)
 }
 
-// distance is the Levenshtein distance with adjacent transpositions counted as one.
-func distance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	d := make([][]int, len(ra)+1)
-	for i := range d {
-		d[i] = make([]int, len(rb)+1)
-		d[i][0] = i
-	}
-	for j := range rb {
-		d[0][j+1] = j + 1
-	}
-	for i := 1; i <= len(ra); i++ {
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
+// isTypo says whether s looks like a misspelt name. A single letter is no typo of
+// anything: "-s" does not suggest "--sysfs-root".
+func isTypo(s, name string) bool {
+	return utf8.RuneCountInString(s) > 1 && name != "" && similarity(name, s) >= typoSimilarity
+}
+
+// Nearest returns the candidate most similar to s, the one urfave/cli would suggest, if
+// s looks like a typo of it; else "".
+func Nearest(s string, candidates []string) string {
+	best, bestSim := "", 0.0
+	for _, c := range candidates {
+		if sim := similarity(c, s); sim > bestSim {
+			best, bestSim = c, sim
 		}
 	}
-	return d[len(ra)][len(rb)]
+	if !isTypo(s, best) {
+		return ""
+	}
+	return best
 }
 
 // CommandNotFound is the root Action of an app with commands: no command shows the help,
-// an unknown one is a usage error with the nearest command.
+// an unknown one is a usage error with the nearest command. urfave/cli v2 has no
+// unknown-command error at all (the root's Action gets the name as an argument), and its
+// SuggestCommand returns a sentence of its own ("Did you mean %q?") rather than the name.
 func CommandNotFound(c *cli.Context) error {
 	if !c.Args().Present() {
 		return cli.ShowAppHelp(c)
 	}
 	name := c.Args().First()
 	var names []string
-	for _, cmd := range c.App.Commands {
-		if !cmd.Hidden {
-			names = append(names, cmd.Names()...)
-		}
+	for _, cmd := range c.App.VisibleCommands() {
+		names = append(names, cmd.Names()...)
 	}
 	msg := fmt.Sprintf("unknown command %q", name)
 	if s := Nearest(name, names); s != "" {

@@ -17,6 +17,7 @@ func TestNearest(t *testing.T) {
 		{"gid", "gids"},
 		{"frobnicate", ""},
 		{"x", ""},
+		{"s", ""}, // a single letter is no typo, not even of "shares"
 	} {
 		if got := Nearest(tt.in, names); got != tt.want {
 			t.Errorf("Nearest(%q) = %q, want %q", tt.in, got, tt.want)
