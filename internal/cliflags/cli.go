@@ -1,8 +1,6 @@
 package cliflags
 
 import (
-	"fmt"
-	"io"
 	"slices"
 
 	"github.com/go-logr/logr"
@@ -40,7 +38,7 @@ func NewCLI(name, usage, envPrefix string, commands []*cli.Command) *cli.App {
 		OnUsageError:         OnUsageError,
 		Action:               CommandNotFound,
 	}
-	commands = append(commands, versionCommand(), completionCommand())
+	commands = append(commands, versionCommand(), completionCommand(name))
 	for _, c := range commands {
 		// The logging flags once more for the command, bound to a configuration of
 		// their own: a command's defaults must not overwrite what was given before it.
@@ -129,86 +127,3 @@ func (s errorsOnly) WithValues(kv ...any) logr.LogSink {
 }
 
 func (s errorsOnly) WithName(name string) logr.LogSink { return errorsOnly{s.LogSink.WithName(name)} }
-
-func completionCommand() *cli.Command {
-	return &cli.Command{
-		Name:      "completion",
-		Usage:     "print a shell completion script: bash, zsh or fish",
-		ArgsUsage: "bash|zsh|fish",
-		Description: "bash: source <(rdma-dra completion bash)\n" +
-			"zsh:  source <(rdma-dra completion zsh)\n" +
-			"fish: rdma-dra completion fish > ~/.config/fish/completions/rdma-dra.fish",
-		Action: func(c *cli.Context) error {
-			if c.NArg() != 1 {
-				return Usagef("completion takes one argument, the shell: bash, zsh or fish")
-			}
-			name := c.App.Name
-			w := c.App.Writer
-			switch shell := c.Args().First(); shell {
-			case "bash":
-				_, err := io.WriteString(w, bashCompletion(name))
-				return err
-			case "zsh":
-				_, err := io.WriteString(w, "autoload -U +X bashcompinit && bashcompinit\n"+bashCompletion(name))
-				return err
-			case "fish":
-				// urfave's fish writer recurses through the help command, which is its
-				// own subcommand: write it for the commands without help.
-				a := *c.App
-				a.Commands = withoutHelp(c.App.Commands)
-				s, err := a.ToFishCompletion()
-				if err != nil {
-					return fmt.Errorf("write fish completion: %w", err)
-				}
-				_, err = io.WriteString(w, s)
-				return err
-			default:
-				msg := fmt.Sprintf("unknown shell %q: want bash, zsh or fish", shell)
-				return Usagef("%s", msg)
-			}
-		},
-	}
-}
-
-// withoutHelp copies commands, leaving out the help command at every level.
-func withoutHelp(cmds []*cli.Command) []*cli.Command {
-	var out []*cli.Command
-	for _, c := range cmds {
-		if c.Name == "help" {
-			continue
-		}
-		cp := *c
-		cp.Subcommands = withoutHelp(c.Subcommands)
-		out = append(out, &cp)
-	}
-	return out
-}
-
-// bashCompletion asks the binary itself for candidates (urfave's
-// --generate-bash-completion), so the script never goes stale.
-func bashCompletion(name string) string {
-	fn := "_" + safeIdent(name) + "_complete"
-	return fmt.Sprintf(`%[1]s() {
-  local cur="${COMP_WORDS[COMP_CWORD]}"
-  local words=("${COMP_WORDS[@]:0:COMP_CWORD}")
-  local opts
-  if [[ "$cur" == -* ]]; then
-    opts=$("${words[@]}" "$cur" --generate-bash-completion 2>/dev/null)
-  else
-    opts=$("${words[@]}" --generate-bash-completion 2>/dev/null)
-  fi
-  COMPREPLY=($(compgen -W "$opts" -- "$cur"))
-}
-complete -o default -F %[1]s %[2]s
-`, fn, name)
-}
-
-func safeIdent(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
-			b[i] = '_'
-		}
-	}
-	return string(b)
-}

@@ -159,3 +159,37 @@ func TestUsageErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestCompletion: each shell's script, and fish's also after the help command has run in
+// the process, which makes urfave/cli's shared help command its own subcommand.
+func TestCompletion(t *testing.T) {
+	var ran bool
+	if _, _, code := runArgs(testCLI(&ran), "help", "discover"); code != ExitOK {
+		t.Fatalf("help discover: status %d", code)
+	}
+	tests := []struct {
+		shell string
+		has   []string
+	}{
+		{"bash", []string{"_my_cli_complete() {", "--generate-bash-completion", "complete -o default -F _my_cli_complete my-cli\n"}},
+		{"zsh", []string{"autoload -U +X bashcompinit && bashcompinit\n", "complete -o default -F _my_cli_complete my-cli\n"}},
+		{"fish", []string{"complete -c my-cli", "-a 'discover'", "-l sysfs-root", "-l version"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.shell, func(t *testing.T) {
+			stdout, stderr, code := runArgs(testCLI(&ran), "completion", tt.shell)
+			if code != ExitOK || stderr != "" {
+				t.Fatalf("status %d, stderr %q", code, stderr)
+			}
+			for _, s := range tt.has {
+				if !strings.Contains(stdout, s) {
+					t.Errorf("the script lacks %q:\n%s", s, stdout)
+				}
+			}
+		})
+	}
+	_, stderr, code := runArgs(testCLI(&ran), "completion", "tcsh")
+	if want := "my-cli: unknown shell \"tcsh\": want bash, zsh or fish\n"; code != ExitUsage || stderr != want {
+		t.Errorf("tcsh: status %d, stderr %q; want 2, %q", code, stderr, want)
+	}
+}
