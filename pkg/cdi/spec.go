@@ -109,6 +109,11 @@ type Options struct {
 	// set, a claim with an attached device runs the hook at createRuntime, which fails a
 	// container's start until its pod's attachments of the claim are marked complete.
 	AttachedDir string
+	// TopologyDir is the host directory (seen by the plugin at the same path) of the
+	// claims' NCCL topology files (Writer.WriteTopology). A claim whose config asks for
+	// fabric.topologyFile gets its file mounted and NCCL_TOPO_FILE set; without the
+	// directory such a claim is refused.
+	TopologyDir string
 	// Exists reports whether a host path (below DevRoot) exists; optional nodes
 	// (rdma_cm, umad, issm) that do not are left out. Default: os.Stat succeeds. A
 	// plugin that sees the host's /dev elsewhere maps the path here.
@@ -329,6 +334,20 @@ func claimWideEdits(ctx context.Context, claimUID string, devices []ClaimDevice,
 	}
 	edits.Env = env
 
+	if wantsTopologyFile(devices, configs) {
+		if opts.TopologyDir == "" {
+			return edits, errors.New("the claim asks for an NCCL topology file (fabric.topologyFile), and this plugin has no directory for them")
+		}
+		// One path per claim, so that two claims of a pod never mount over each other;
+		// NCCL takes one file per process, the last claim's in CDI's order.
+		edits.Mounts = append(edits.Mounts, &cdispec.Mount{
+			HostPath:      TopologyFile(opts.TopologyDir, claimUID),
+			ContainerPath: TopologyContainerPath(claimUID),
+			Type:          "bind",
+			Options:       []string{"ro", "bind", "nosuid", "nodev", "noexec"},
+		})
+		edits.Env = append(edits.Env, EnvNCCLTopoFile+"="+TopologyContainerPath(claimUID))
+	}
 	if limit, ok := memlockLimit(configs); ok {
 		h, err := hook(opts, "createContainer", "claim asks for a memlock limit", "memlock", "--limit", limit)
 		if err != nil {

@@ -141,7 +141,11 @@ func (w *Writer) Remove(ctx context.Context, claimUID string) error {
 			paths = append(paths, filepath.Join(w.opts.SpecDir, e.Name()))
 		}
 	}
-	removed := false
+	// The topology file goes first: the spec that mounts it is what Cleanup finds.
+	removed, err := w.removeTopology(claimUID)
+	if err != nil {
+		return err
+	}
 	for _, p := range paths {
 		err := os.Remove(p)
 		switch {

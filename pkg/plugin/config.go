@@ -139,6 +139,11 @@ func (c Config) MetadataDir() string {
 	return filepath.Join(c.DeviceMetadataRoot, c.DriverName)
 }
 
+// TopologyDir is the directory of the claims' NCCL topology files, in the data
+// directory: on the node's disk at the same path for the plugin and the runtime that
+// mounts the files. Each goes with its claim's CDI spec.
+func (c Config) TopologyDir() string { return filepath.Join(c.DataDir(), "nccl-topology") }
+
 // DataDir is the plugin data directory: the DRA socket, the checkpoint and its lock.
 func (c Config) DataDir() string { return filepath.Join(c.PluginsDir, c.DriverName) }
 

@@ -37,6 +37,9 @@ type SpecWriter interface {
 	List() ([]string, error)
 	// Exists reports whether the claim's spec is on disk, cheaply (one stat).
 	Exists(claimUID string) (bool, error)
+	// WriteTopology writes the claim's NCCL topology file, which its spec mounts;
+	// Remove removes it with the spec.
+	WriteTopology(ctx context.Context, claimUID string, xml []byte) error
 }
 
 // DeviceLookup finds a device this node publishes (or published before a change of the
@@ -88,6 +91,9 @@ type Driver struct {
 	// fabricGate answers their binding conditions (fabric.go); nil when no port is gated.
 	fabric     PortChecker
 	fabricGate *FabricGate
+	// topology builds the NCCL topology files of claims that ask for one (topology.go);
+	// nil refuses them.
+	topology TopologyBuilder
 
 	// step is called after each step of prepare and unprepare with the step's name;
 	// tests use it to simulate a crash there. Nil in production.
@@ -159,6 +165,9 @@ type DriverOptions struct {
 	// FabricGate answers the binding conditions of gated devices; it is told when the
 	// API server drops them. Nil when no port is gated.
 	FabricGate *FabricGate
+	// Topology builds the NCCL topology file of claims that ask for one; nil refuses
+	// such claims with an error.
+	Topology TopologyBuilder
 }
 
 // NewDriver checks the checkpoint and returns the driver. A checkpoint of a newer plugin
@@ -189,6 +198,7 @@ func NewDriver(ctx context.Context, opts DriverOptions) (*Driver, error) {
 		metadataFiles:   opts.MetadataFiles,
 		fabric:          opts.Fabric,
 		fabricGate:      opts.FabricGate,
+		topology:        opts.Topology,
 	}
 	if opts.Network != nil {
 		d.net = &podNetwork{d: d, attacher: opts.Network.Attacher, pools: opts.Network.Pools, socket: opts.Network.Socket, markDir: opts.Network.MarkDir,

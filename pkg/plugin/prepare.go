@@ -198,6 +198,17 @@ func (d *Driver) writeClaim(ctx context.Context, plan *claimPlan) kubeletplugin.
 		plan.rollback = !plan.redo
 		return kubeletplugin.PrepareResult{Err: err}
 	}
+	if cdi.WantsTopology(plan.devices) {
+		if err := d.writeTopology(ctx, plan); err != nil {
+			// A failed write may leave the file: Remove takes it with the spec.
+			if rerr := d.specs.Remove(ctx, uid); rerr != nil {
+				logger.Error(rerr, "Could not roll back a failed preparation", "claim", klog.KObj(plan.claim))
+				return kubeletplugin.PrepareResult{Err: err}
+			}
+			plan.rollback = true
+			return kubeletplugin.PrepareResult{Err: err}
+		}
+	}
 	ids, err := d.specs.Write(ctx, uid, plan.devices)
 	if err == nil && len(ids) != len(plan.devices) {
 		err = fmt.Errorf("CDI writer returned %d device ID lists for %d devices", len(ids), len(plan.devices))

@@ -103,7 +103,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	store := checkpoint.NewStore(cfg.DataDir(), cfg.BootIDPath)
 	specOpts := cdi.Options{DriverName: cfg.DriverName, SpecDir: cfg.CDIRoot, DevRoot: cfg.DevRoot, HookPath: hookPath,
-		PortTables: porttable.New(cfg.SysfsRoot)}
+		PortTables: porttable.New(cfg.SysfsRoot), TopologyDir: cfg.TopologyDir()}
 	if netOpts != nil {
 		// Containers of pods with attachments wait for them (pkg/attachmark).
 		specOpts.AttachedDir = netOpts.MarkDir
@@ -130,6 +130,7 @@ func Run(ctx context.Context, cfg Config) error {
 		NetnsExclusive:   publisher.NetnsExclusive,
 		MetadataFiles:    metadataFiles(cfg),
 		Fabric:           fabricChecker,
+		Topology:         &TopologySource{SysfsRoot: cfg.SysfsRoot, Kube: kube, NodeName: cfg.NodeName},
 		FabricGate:       fabricGate,
 	})
 	if err != nil {
