@@ -114,7 +114,7 @@ func TestDemoManifests(t *testing.T) {
 	// The controller names each pool's DeviceClass after the pool; a demo may bring pools
 	// of its own (an admin's grant of network attachment).
 	chartPools := only[*rdmav1alpha1.RdmaPool](decodeFile(t, staticFiles[0]))
-	foreignClasses := sets.New("gpu.nvidia.com") // another driver's, documented in the README
+	foreignClasses := sets.New("gpu.nvidia.com", "gpu.mock.rdma.dra.io") // other drivers': NVIDIA's (README), the local cluster's mock GPUs (docs/local-cluster.md)
 	knownAttrs, _ := knownNames()
 
 	for _, file := range demoFiles(t) {
