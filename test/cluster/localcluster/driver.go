@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"k8s.io/utils/ptr"
 	"net/http"
 	"os"
 	"os/exec"
@@ -67,6 +68,21 @@ const LegacyExtendedResource = "rdma/hca_shared_devices_a"
 // LegacyMaxPods is the local cluster's rdmaHcaMax: small, so that the test fills it.
 const LegacyMaxPods = 2
 
+// RailCount is the number of compute rails of the local cluster's mock node (dgx-h100):
+// its eight InfiniBand ports, one per GPU.
+const RailCount = 8
+
+// Rails is the local cluster's rails section: InfiniBand port mlx5_<i> is on rail i, by
+// RDMA device name, as one file for a pool of identical nodes would say it
+// (docs/device-model.md, "Rails and accelerator pairing").
+func Rails() []nodeconfig.Rail {
+	rails := make([]nodeconfig.Rail, RailCount)
+	for i := range rails {
+		rails[i] = nodeconfig.Rail{Rail: ptr.To(i), Selectors: []nodeconfig.Selector{{IBDevs: []string{fmt.Sprintf("mlx5_%d", i)}}}}
+	}
+	return rails
+}
+
 func (l Layout) driverValues(repository, tag string, pools []nodeconfig.AddressPool) (string, error) {
 	head := fmt.Sprintf(`# Written by localcluster install: the chart in mock mode on the local cluster.
 image:
@@ -100,22 +116,25 @@ pools:
 		NetnsDir   string `json:"netnsDir"`
 		RdmaKernel string `json:"rdmaKernel"`
 	}
+	type nodeConfig struct {
+		Network *nodeconfig.NetworkConfig `json:"network,omitempty"`
+		Rails   []nodeconfig.Rail         `json:"rails"`
+	}
 	net := struct {
 		NetworkAttachment attachment `json:"networkAttachment"`
-		NodeConfig        *struct {
-			Network nodeconfig.NetworkConfig `json:"network"`
-		} `json:"nodeConfig,omitempty"`
-	}{NetworkAttachment: attachment{Enabled: true, NRISocket: l.NRISocket(), NetnsDir: l.NetnsDir(), RdmaKernel: "emulated"}}
+		NodeConfig        nodeConfig `json:"nodeConfig"`
+	}{
+		NetworkAttachment: attachment{Enabled: true, NRISocket: l.NRISocket(), NetnsDir: l.NetnsDir(), RdmaKernel: "emulated"},
+		NodeConfig:        nodeConfig{Rails: Rails()},
+	}
 	if len(pools) > 0 {
-		net.NodeConfig = &struct {
-			Network nodeconfig.NetworkConfig `json:"network"`
-		}{Network: nodeconfig.NetworkConfig{AddressPools: pools}}
+		net.NodeConfig.Network = &nodeconfig.NetworkConfig{AddressPools: pools}
 	}
 	data, err := yaml.Marshal(net)
 	if err != nil {
 		return "", fmt.Errorf("chart values: %w", err)
 	}
-	return head + "# Network attachment on the mock netdevs' stand-ins (docs/local-cluster.md).\n" + string(data), nil
+	return head + "# Network attachment on the mock netdevs' stand-ins, and the mock node's rails\n# (docs/local-cluster.md).\n" + string(data), nil
 }
 
 // InstallDriver imports the driver image, installs or upgrades the chart in mock mode and

@@ -1,16 +1,19 @@
 package localcluster
 
 import (
+	"fmt"
 	"testing"
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
 )
 
 // TestDriverValues checks the mock-mode values: network attachment through this
 // cluster's NRI socket and netns directory with the emulated RDMA kernel, and a node
-// configuration of exactly the given pools, which the driver's parser accepts.
+// configuration of exactly the given pools and the mock node's rails, which the driver's
+// parser accepts.
 func TestDriverValues(t *testing.T) {
 	l := NewLayout("/repo")
 	pools := []nodeconfig.AddressPool{{Name: "p", Selector: nodeconfig.Selector{IfNames: []string{"eth9"}}, Subnet: "10.200.0.0/24",
@@ -46,18 +49,30 @@ func TestDriverValues(t *testing.T) {
 			if v.Mock["sysfsRoot"] != "/var/lib/rdma-dra-local/mock/sys" {
 				t.Errorf("mock.sysfsRoot = %v", v.Mock["sysfsRoot"])
 			}
+			if v.NodeConfig == nil {
+				t.Fatalf("no nodeConfig\n%s", out)
+			}
+			data, _ := yaml.Marshal(v.NodeConfig)
+			cfg, err := nodeconfig.Parse(data)
+			if err != nil {
+				t.Fatalf("the driver refuses the node configuration: %v", err)
+			}
+			// mlx5_<i> on rail i, and nothing else on a rail.
+			for i := range RailCount + 2 {
+				p := &discovery.Port{IBDev: fmt.Sprintf("mlx5_%d", i), Port: 1}
+				rail, ok, err := cfg.RailOf(p)
+				if err != nil || ok != (i < RailCount) || (ok && rail != i) {
+					t.Errorf("rail of %s = %d, %v, %v; want %d on a rail: %v", p.IBDev, rail, ok, err, i, i < RailCount)
+				}
+			}
 			if tc.pools == nil {
-				if v.NodeConfig != nil {
-					t.Errorf("nodeConfig without pools: %+v", v.NodeConfig)
+				if len(v.NodeConfig.Network.AddressPools) != 0 {
+					t.Errorf("address pools without pools: %+v", v.NodeConfig.Network)
 				}
 				return
 			}
-			if v.NodeConfig == nil || len(v.NodeConfig.Network.AddressPools) != 1 || v.NodeConfig.Network.AddressPools[0].Exclude[0] != "10.200.0.11" {
+			if len(v.NodeConfig.Network.AddressPools) != 1 || v.NodeConfig.Network.AddressPools[0].Exclude[0] != "10.200.0.11" {
 				t.Fatalf("nodeConfig = %+v\n%s", v.NodeConfig, out)
-			}
-			data, _ := yaml.Marshal(v.NodeConfig)
-			if _, err := nodeconfig.Parse(data); err != nil {
-				t.Errorf("the driver refuses the node configuration: %v", err)
 			}
 		})
 	}
