@@ -21,7 +21,7 @@ import (
 )
 
 // ReportScript prints what the container sees, then a marker, then stays up.
-const ReportScript = `env | grep -E '^(NCCL|UCX|RDMA)_' | sort; echo "--- /dev/infiniband"; ls -l /dev/infiniband 2>&1; echo "--- end"; exec sleep 86400`
+const ReportScript = `env | grep -E '^(NCCL|UCX|RDMA|MOCK_GPU)_' | sort; echo "--- /dev/infiniband"; ls -l /dev/infiniband 2>&1; echo "--- end"; exec sleep 86400`
 
 // NewNamespace creates a namespace for one test and deletes it (waiting for its pods to be
 // gone, so their claims are deallocated) when the test ends.
