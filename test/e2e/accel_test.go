@@ -19,6 +19,9 @@ import (
 // (docs/local-cluster.md, "Mock GPUs").
 const mockGPUClass = "gpu.mock.rdma.dra.io"
 
+// mockGPUNamespace is where the local cluster runs the mock GPU plugin.
+const mockGPUNamespace = "mock-gpu"
+
 // pcieRoot is the standard attribute both drivers publish.
 const pcieRoot resourceapi.QualifiedName = "resource.kubernetes.io/pcieRoot"
 
@@ -139,4 +142,91 @@ func stringAttr(d resourceapi.Device, name resourceapi.QualifiedName) string {
 		return *a.StringValue
 	}
 	return ""
+}
+
+// TestDataDirectPairing switches the node to the gb300 mock node, four ConnectX-8 ports
+// whose DMA goes through a Data Direct function on their GPU's PCIe root while the port's
+// own function sits on a CPU's root, and runs the 4 + 4 claim: the pairs are made on the
+// Data Direct roots, which a pairing by the netdev's root could not do.
+func TestDataDirectPairing(t *testing.T) {
+	env.NeedMockNode(t)
+	host := env.NeedHost(t, "switch the mock node to the gb300 profile")
+	ctx := framework.Context(t, 10*time.Minute)
+	useProfile(t, ctx, host, "gb300", "mlx5-3-p1", 4)
+	t.Cleanup(func() {
+		useProfile(t, framework.Context(t, 5*time.Minute), host, "default", "mlx5-9-p1", 8)
+	})
+
+	ns := env.NewNamespace(t, "datadirect")
+	obj, err := claimgen.Build(claimgen.Options{
+		Kind: claimgen.KindTemplate, Name: "pairs", Namespace: ns, GPUs: 4, NICs: 4, Align: claimgen.AlignPCIe,
+		GPUClass: mockGPUClass, NICClass: classExclusive, GPUDirect: claimgen.GPUDirectDMABuf,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.CreateClaimTemplate(t, ns, "pairs", obj.(*resourceapi.ResourceClaimTemplate).Spec.Spec)
+	env.CreatePod(t, framework.ReportPod(ns, "train", "pairs"))
+	r := env.WaitReport(t, ns, "train")
+	devs, err := publishedAllocation(ctx, env.PodClaim(t, ns, "train"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ibdevs []string
+	for i := range 4 {
+		gpu, nic := devs[claimgen.GPURequest(i)], devs[claimgen.NICRequest(i)]
+		gr, nr := stringAttr(gpu, pcieRoot), stringAttr(nic, pcieRoot)
+		netdevRoot := sliceAttr(nic, "netdev_pcie_root").StringValue
+		dd := sliceAttr(nic, "data_direct").BoolValue
+		switch {
+		case gr == "" || gr != nr:
+			t.Errorf("%s: pair %d: GPU %s on root %q, port %s on root %q", framework.DriverFault, i, gpu.Name, gr, nic.Name, nr)
+		case dd == nil || !*dd || netdevRoot == nil || *netdevRoot == nr:
+			t.Errorf("%s: port %s: data_direct %v, netdev root %v, published root %q: want the Data Direct root, apart from the netdev's",
+				framework.DriverFault, nic.Name, dd, netdevRoot, nr)
+		}
+		ibdevs = append(ibdevs, *sliceAttr(nic, "ibdev").StringValue)
+	}
+	slices.Sort(ibdevs)
+	assertSees(t, "train", r, want{ibdevs: ibdevs})
+	env.DeletePod(t, ns, "train")
+}
+
+// useProfile makes the node's mock node that of profile and restarts the RDMA and mock
+// GPU plugins on it, then waits until the RDMA plugin publishes device and the mock GPU
+// plugin gpus GPUs.
+func useProfile(t *testing.T, ctx context.Context, host framework.Host, profile, device string, gpus int) {
+	t.Helper()
+	if err := host.UseMockProfile(ctx, profile); err != nil {
+		t.Fatalf("mock node %s: %v", profile, err)
+	}
+	pod, err := env.PluginPod(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpuPods, err := env.Client.CoreV1().Pods(mockGPUNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range append(gpuPods.Items, *pod) {
+		if err := env.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatalf("restart %s/%s: %v", p.Namespace, p.Name, err)
+		}
+	}
+	framework.Eventually(t, ctx, 3*time.Minute, time.Second, "plugins on mock node "+profile, func(ctx context.Context) error {
+		if p, err := env.PluginPod(ctx); err != nil || p.UID == pod.UID {
+			return fmt.Errorf("plugin pod not replaced yet (%v)", err)
+		}
+		if err := env.WaitRegistered(ctx); err != nil {
+			return err
+		}
+		if _, err := env.SliceDevice(ctx, device); err != nil {
+			return err
+		}
+		n, err := countDevices(ctx, mockGPUClass)
+		if err == nil && n != gpus {
+			err = fmt.Errorf("%d mock GPUs published, want %d", n, gpus)
+		}
+		return err
+	})
 }

@@ -72,7 +72,7 @@ func (l Layout) kubeProxyConfigFile() string  { return filepath.Join(l.Config(),
 // statePaths are what Down removes: the runtime state and the output that a fresh Up
 // writes again, but not the logs and not the binary cache.
 func (l Layout) statePaths() []string {
-	return []string{StateRoot, RunRoot, l.PKI(), l.Kubeconfigs(), l.Kubeconfig(), l.Config(), l.Images(), l.DefaultFixture(), l.EnvFile()}
+	return []string{StateRoot, RunRoot, l.PKI(), l.Kubeconfigs(), l.Kubeconfig(), l.Config(), l.Images(), l.DefaultFixture(), filepath.Dir(l.ProfileFixture("x")), l.EnvFile()}
 }
 
 // Paths of runtime state.

@@ -39,6 +39,10 @@ type Host interface {
 	Kill(pid int) error
 	// RestartKubelet restarts the node's kubelet with the same command line.
 	RestartKubelet(ctx context.Context) error
+	// UseMockProfile makes the mock node that of a mock node profile (rdma-dra
+	// mock-node), or "default" the one the node came up with. Plugins see it once
+	// their pods restart.
+	UseMockProfile(ctx context.Context, profile string) error
 
 	// ImportImage imports an OCI archive into the container runtime's images for the
 	// kubelet; TagImage gives an image a second name there, RemoveImage removes a name.

@@ -139,6 +139,12 @@ func (h *LocalHost) RestartKubelet(ctx context.Context) error {
 	return err
 }
 
+// UseMockProfile implements Host with the cluster tool (`localcluster fixture`).
+func (h *LocalHost) UseMockProfile(ctx context.Context, profile string) error {
+	_, err := h.clusterTool(ctx, "fixture", profile)
+	return err
+}
+
 // ImportImage implements Host with the cluster tool (`localcluster import`).
 func (h *LocalHost) ImportImage(ctx context.Context, archive string) error {
 	_, err := h.clusterTool(ctx, "import", archive)

@@ -7,6 +7,7 @@
 //	localcluster [flags] image               (build the driver image as an OCI archive)
 //	localcluster [flags] install|uninstall   (the driver's chart in mock mode)
 //	localcluster [flags] restart COMPONENT   (e.g. kubelet: same command line, new process)
+//	localcluster [flags] fixture PROFILE     (the mock node becomes PROFILE; "default" is the cluster's own)
 package main
 
 import (
@@ -59,12 +60,13 @@ func main() {
 	flag.StringVar(&d.values, "driver-values", os.Getenv("DRIVER_VALUES"), "install: extra chart values files, comma-separated (env DRIVER_VALUES)")
 	flag.StringVar(&d.archive, "image-archive", os.Getenv("IMAGE_ARCHIVE"), "install: OCI archive to import first; default: the one image writes for -version (env IMAGE_ARCHIVE)")
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: localcluster [flags] build|up|down|status|smoke|image|install|uninstall\n       localcluster [flags] import ARCHIVE...\n       localcluster [flags] restart COMPONENT\n")
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: localcluster [flags] build|up|down|status|smoke|image|install|uninstall\n       localcluster [flags] import ARCHIVE...\n       localcluster [flags] restart COMPONENT\n       localcluster [flags] fixture PROFILE|default\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	if flag.NArg() < 1 || (flag.Arg(0) != "import" && flag.Arg(0) != "restart" && flag.NArg() != 1) || (flag.Arg(0) == "restart" && flag.NArg() != 2) {
+	takesOne := flag.Arg(0) == "restart" || flag.Arg(0) == "fixture"
+	if flag.NArg() < 1 || (flag.Arg(0) != "import" && !takesOne && flag.NArg() != 1) || (takesOne && flag.NArg() != 2) {
 		flag.Usage()
 		os.Exit(2)
 	}
@@ -97,7 +99,7 @@ func run(ctx context.Context, log *slog.Logger, args []string, repo, cacheDir, g
 	if cmd == "image" {
 		return d.buildImage(ctx, log, repo, goCmd)
 	}
-	if cmd == "up" || cmd == "down" || cmd == "smoke" || cmd == "import" || cmd == "install" || cmd == "uninstall" || cmd == "restart" {
+	if cmd == "up" || cmd == "down" || cmd == "smoke" || cmd == "import" || cmd == "install" || cmd == "uninstall" || cmd == "restart" || cmd == "fixture" {
 		if err := localcluster.CheckHost(); err != nil {
 			return err
 		}
@@ -148,7 +150,9 @@ func run(ctx context.Context, log *slog.Logger, args []string, repo, cacheDir, g
 		return c.UninstallDriver(ctx, d.helm)
 	case "restart":
 		return c.RestartComponent(ctx, args[1])
+	case "fixture":
+		return c.UseFixture(ctx, args[1])
 	default:
-		return errors.New("unknown command " + cmd + "; want build, up, down, status, smoke, import, image, install, uninstall or restart")
+		return errors.New("unknown command " + cmd + "; want build, up, down, status, smoke, import, image, install, uninstall, restart or fixture")
 	}
 }
