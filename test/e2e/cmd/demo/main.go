@@ -26,11 +26,12 @@ import (
 // workload is a demo manifest with its namespace.
 type workload struct{ file, namespace, shows string }
 
-// alone are the workloads that run, are shown and are removed before the others: the
-// unchanged device-plugin pod gets every InfiniBand rail of the node, which the whole-port
-// workloads below take too, and a legacy unit and a whole port exclude each other.
+// alone are the workloads that run, are shown and are removed one by one before the
+// others: the unchanged device-plugin pod and the 8 GPU + 8 NIC pod each get every
+// InfiniBand rail of the node, which the whole-port workloads below take too.
 var alone = []workload{
 	{"demo/legacy-extended-resource/legacy-pod.yaml", "rdma-demo-legacy", "unchanged pod asking for rdma/hca_shared_devices_a: 1 (every IB rail; removed before the rest run)"},
+	{"demo/gpu-nic-8x8/gpu-nic-8x8.yaml", "rdma-demo-8x8", "8 mock GPUs, each with the whole IB port on its PCIe root (rdma-dra claim --gpus 8; removed before the rest run)"},
 }
 
 // workloads are the demo manifests that run together.
@@ -68,7 +69,7 @@ func run(repo string, timeout time.Duration) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*timeout+2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(len(alone)+1)*timeout+2*time.Minute)
 	defer cancel()
 	// A demo of an earlier run holds whole rails: it goes first, so that a run from any
 	// state shows the same.
