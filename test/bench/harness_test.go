@@ -191,9 +191,17 @@ func TestWriteReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, k := range r.MissingKeys() {
+		t.Errorf("sampleResults lacks %s", k)
+	}
 	for _, g := range r.Goals() {
 		if !strings.Contains(string(first), "`"+g.Key+"`") {
 			t.Errorf("report lacks key %s", g.Key)
+		}
+	}
+	for _, c := range r.Context() {
+		if !strings.Contains(string(first), "`"+c.Key+"`") {
+			t.Errorf("report lacks key %s", c.Key)
 		}
 	}
 	for _, fig := range []string{figThroughput, figDiscovery, figAlloc, figModels} {

@@ -55,18 +55,7 @@ func renderReport(r *Results) string {
 	if m.Smoke {
 		w("**Smoke run**: small loads and a one-second rescan; the numbers only show that the harness works.\n\n")
 	}
-	w("| key | what | goal | measured | |\n|---|---|---|---|---|\n")
-	for _, g := range r.Goals() {
-		val, mark := "—", "no value"
-		if why := r.NotMeasured(g.Key); why != "" {
-			mark = "not measured: " + why
-		}
-		if g.Value != nil {
-			val = fmt.Sprintf("%.4g %s", *g.Value, g.Unit)
-			mark = map[bool]string{true: "met", false: "**missed**"}[g.Met()]
-		}
-		w("| `%s` | %s | %s %g %s | %s | %s |\n", g.Key, g.What, map[bool]string{true: "≥", false: "≤"}[g.AtLeast], g.Limit, g.Unit, val, mark)
-	}
+	writeGoals(&b, r)
 	if len(m.Errors) > 0 {
 		w("\nSteps that failed:\n\n")
 		for _, e := range m.Errors {
@@ -83,6 +72,49 @@ func renderReport(r *Results) string {
 	writeAlloc(&b, r)
 	writeIdle(&b, r)
 	return plainNumbers(b.String())
+}
+
+// writeGoals writes the two tables of headline figures: the goals in force, each met or
+// missed, and the context figures, which carry no goal and are never marked missed.
+func writeGoals(b *strings.Builder, r *Results) {
+	// measured is the figure with its unit, or why there is none and false.
+	measured := func(key string, v *float64, unit string) (string, bool) {
+		switch {
+		case v != nil:
+			return withUnit(fmt.Sprintf("%.4g", *v), unit), true
+		case r.NotMeasured(key) != "":
+			return "not measured: " + r.NotMeasured(key), false
+		default:
+			return "no value", false
+		}
+	}
+	fmt.Fprintf(b, "## Goals\n\nThe goals in force, each met or **missed** by this run.\n\n")
+	fmt.Fprintf(b, "| key | what | goal | measured | |\n|---|---|---|---|---|\n")
+	for _, g := range r.Goals() {
+		// Without a figure, the last column says why and the measured one is a dash.
+		var val, mark string
+		if text, ok := measured(g.Key, g.Value, g.Unit); ok {
+			val, mark = text, map[bool]string{true: "met", false: "**missed**"}[g.Met()]
+		} else {
+			val, mark = "—", text
+		}
+		limit := map[bool]string{true: "≥ ", false: "≤ "}[g.AtLeast] + withUnit(fmt.Sprintf("%g", g.Limit), g.Unit)
+		fmt.Fprintf(b, "| `%s` | %s | %s | %s | %s |\n", g.Key, g.What, limit, val, mark)
+	}
+	fmt.Fprintf(b, "\n## Context\n\nMeasured and shown, but without a goal, so never met or missed: each line says why.\n\n")
+	fmt.Fprintf(b, "| key | what | measured | why it is context |\n|---|---|---|---|\n")
+	for _, c := range r.Context() {
+		val, _ := measured(c.Key, c.Value, c.Unit)
+		fmt.Fprintf(b, "| `%s` | %s | %s | %s |\n", c.Key, c.What, val, c.Why)
+	}
+}
+
+// withUnit is a number and its unit, or the number alone for a count.
+func withUnit(number, unit string) string {
+	if unit == "" {
+		return number
+	}
+	return number + " " + unit
 }
 
 // exponent matches what %g prints for numbers of a thousand and more.

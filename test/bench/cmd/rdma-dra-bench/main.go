@@ -94,16 +94,7 @@ func run(repo string, smoke bool, idle time.Duration, flips int, report string) 
 		}
 		logger.Info("Wrote report", "path", report)
 	}
-	for _, g := range res.Goals() {
-		v := "missing"
-		if why := res.NotMeasured(g.Key); why != "" {
-			v = "not measured: " + why
-		}
-		if g.Value != nil {
-			v = fmt.Sprintf("%.4g %s (goal %s %g, met: %v)", *g.Value, g.Unit, map[bool]string{true: "≥", false: "≤"}[g.AtLeast], g.Limit, g.Met())
-		}
-		fmt.Printf("%-28s %s\n", g.Key, v)
-	}
+	printSummary(res)
 	if missing := res.MissingKeys(); len(missing) > 0 {
 		why := append([]string(nil), res.Meta.Errors...)
 		for _, k := range missing {
@@ -114,6 +105,31 @@ func run(repo string, smoke bool, idle time.Duration, flips int, report string) 
 		return fmt.Errorf("no value for %s: %s", strings.Join(missing, ", "), strings.Join(why, "; "))
 	}
 	return nil
+}
+
+// printSummary prints one line per headline figure: the goals in force with whether
+// each is met, then the context figures, which carry no goal.
+func printSummary(res *bench.Results) {
+	value := func(key string, v *float64, unit string) string {
+		switch {
+		case v != nil:
+			return fmt.Sprintf("%.4g %s", *v, unit)
+		case res.NotMeasured(key) != "":
+			return "not measured: " + res.NotMeasured(key)
+		default:
+			return "missing"
+		}
+	}
+	for _, g := range res.Goals() {
+		v := value(g.Key, g.Value, g.Unit)
+		if g.Value != nil {
+			v += fmt.Sprintf(" (goal %s %g, met: %v)", map[bool]string{true: "≥", false: "≤"}[g.AtLeast], g.Limit, g.Met())
+		}
+		fmt.Printf("%-42s %s\n", g.Key, v)
+	}
+	for _, c := range res.Context() {
+		fmt.Printf("%-42s %s (context, no goal)\n", c.Key, value(c.Key, c.Value, c.Unit))
+	}
 }
 
 // rerender writes the report of an earlier run.
