@@ -89,20 +89,23 @@ func (c cpuInfo) attrs() []attr {
 	return a
 }
 
-// parseCPUMap parses a NUMA node's cpumap ("00000000,0000ffff,ffffffff": comma-separated
-// 32-bit words in hex, the highest CPUs first), which is also how NCCL's affinity
-// attribute is written, and returns it without its leading all-zero words: they name no
-// CPU, and a machine with many possible CPUs would otherwise exceed what NCCL reads.
+// parseCPUMap parses a NUMA node's cpumap ("0000,00000000,000000ff,ffffffff":
+// comma-separated 32-bit words in hex, the highest CPUs first), which is also how NCCL's
+// affinity attribute is written, and returns it without its leading all-zero words: they
+// name no CPU, and a machine with many possible CPUs would otherwise exceed what NCCL
+// reads. The kernel prints the highest word only as wide as the possible CPUs need
+// (lib/vsprintf.c, bitmap_string): 144 CPUs give a first word of 4 digits, 56 one of 6.
+// NCCL reads words of any width (ncclStrToCpuset), and writes what sysfs says.
 func parseCPUMap(s string) (string, error) {
-	const want = "comma-separated groups of 8 hex digits"
+	const want = "comma-separated words of 8 hex digits, the first of 1 to 8"
 	words := strings.Split(s, ",")
-	for _, w := range words {
-		if len(w) != 8 || !isLowerHex(w) {
+	for i, w := range words {
+		if len(w) > 8 || (i > 0 && len(w) != 8) || !isLowerHex(w) {
 			return "", fmt.Errorf("%w: %q, want %s", sysfs.ErrSyntax, clip(s), want)
 		}
 	}
 	i := 0
-	for i < len(words)-1 && words[i] == "00000000" {
+	for i < len(words)-1 && strings.Trim(words[i], "0") == "" {
 		i++
 	}
 	return strings.Join(words[i:], ","), nil

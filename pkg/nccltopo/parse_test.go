@@ -52,9 +52,18 @@ func TestParseCPUMap(t *testing.T) {
 		{in: "00000000,00000000,0000ffff,ffffffff", want: "0000ffff,ffffffff"},
 		{in: "00000000,00000000", want: "00000000"}, // a node without CPUs
 		{in: "ffffffff,00000000", want: "ffffffff,00000000"},
+		// The kernel's first word is as wide as the possible CPUs need: 144 of a Grace
+		// tray, 56 in NCCL's own example, 8 of a small VM.
+		{in: "0000,00000000,000000ff,ffffffff,ffffffff", want: "000000ff,ffffffff,ffffffff"},
+		{in: "ffff,ffffffff,ffffff00,00000000,00000000", want: "ffff,ffffffff,ffffff00,00000000,00000000"},
+		{in: "0003ff,f0003fff", want: "0003ff,f0003fff"},
+		{in: "ff", want: "ff"},
+		{in: "00,00000000", want: "00000000"},
 		{in: "FFFFFFFF", wantErr: true},
-		{in: "ffff", wantErr: true},
+		{in: "ffffffff,ffff", wantErr: true}, // only the first word is short
+		{in: "0ffffffff", wantErr: true},
 		{in: "ffffffff,", wantErr: true},
+		{in: ",ffffffff", wantErr: true},
 		{in: "0-31", wantErr: true},
 		{in: "", wantErr: true},
 	}

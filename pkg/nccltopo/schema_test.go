@@ -225,7 +225,7 @@ func parseSchema(b []byte) (*xSystem, error) {
 var (
 	classRE   = regexp.MustCompile(`^0x[0-9a-f]{6}$`)
 	idRE      = regexp.MustCompile(`^0x[0-9a-f]{4}$`)
-	cpuMaskRE = regexp.MustCompile(`^[0-9a-f]{8}(,[0-9a-f]{8})*$`)
+	cpuMaskRE = regexp.MustCompile(`^[0-9a-f]{1,8}(,[0-9a-f]{8})*$`)
 	// attrPairRE is one attribute of a line that lineRE accepted.
 	attrPairRE = regexp.MustCompile(` ([a-z_]+)="([^"]*)"`)
 )
