@@ -27,6 +27,12 @@ var (
 	rePCIPath  = regexp.MustCompile(`^devices/pci[0-9a-f]{4}:[0-9a-f]{2}(/[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])+$`)
 	reNodeType = regexp.MustCompile(`^\d+: [A-Z]+$`)
 	reCounter  = regexp.MustCompile(`^(0|[1-9][0-9]{0,19})$`)
+	// The platform files of nccl-topology.md: the kernel's link speeds and widths, its
+	// bitmaps (the highest word as wide as its bits), its CPU modaliases.
+	reLinkSpeed = regexp.MustCompile(`^(2\.5|5\.0|8\.0|16\.0|32\.0|64\.0) GT/s PCIe$`)
+	reLinkWidth = regexp.MustCompile(`^(1|2|4|8|12|16|32)$`)
+	reCPUMap    = regexp.MustCompile(`^[0-9a-f]{1,8}(,[0-9a-f]{8})*$`)
+	reModalias  = regexp.MustCompile(`^cpu:type:(x86,ven[0-9A-F]{4}fam[0-9A-F]{4}mod[0-9A-F]{4}|aarch64):feature:(,[0-9A-F]{4})*$`)
 )
 
 // checker walks a written tree and collects every violation of sysfs.md.
@@ -102,6 +108,7 @@ func checkTree(root string) []string {
 		c.fail("netns_mode %q", v)
 	}
 	c.pci()
+	c.platform()
 	c.modules()
 	c.ibdevs()
 	c.chardevs()
@@ -156,8 +163,17 @@ func (c *checker) pci() {
 		for _, f := range []string{"vendor", "device", "subsystem_vendor", "subsystem_device"} {
 			c.match(rel+"/"+f, reHex4)
 		}
-		if class := c.match(rel+"/class", reHex6); c.read1(rel+"/vendor") == "0x10de" && !strings.HasPrefix(class, "0x03") {
-			c.fail("%s: NVIDIA function of class %s, want a display controller 0x03xxxx", rel, class)
+		if class := c.match(rel+"/class", reHex6); c.read1(rel+"/vendor") == "0x10de" && !strings.HasPrefix(class, "0x03") && !strings.HasPrefix(class, "0x0604") {
+			c.fail("%s: NVIDIA function of class %s, want a display controller 0x03xxxx or a Grace root port 0x0604xx", rel, class)
+		}
+		_, speedErr := os.Stat(filepath.Join(c.root, rel, "max_link_speed"))
+		_, widthErr := os.Stat(filepath.Join(c.root, rel, "max_link_width"))
+		switch {
+		case (speedErr == nil) != (widthErr == nil):
+			c.fail("%s: one of max_link_speed and max_link_width without the other", rel)
+		case speedErr == nil:
+			c.match(rel+"/max_link_speed", reLinkSpeed)
+			c.match(rel+"/max_link_width", reLinkWidth)
 		}
 		if v, _ := c.read(rel + "/numa_node"); v != "" {
 			if n, err := strconv.Atoi(v); err != nil || n < -1 {
@@ -174,6 +190,42 @@ func (c *checker) pci() {
 				c.fail("%s/physfn: %s is not a sibling link", rel, pf)
 			}
 		}
+	}
+}
+
+// platform checks, on a tree with a CPU modalias, what the NCCL topology file reads: every
+// directory between a root complex and a function is a bridge listed in bus/pci/devices,
+// and every NUMA node's cpumap is a bitmap of the same CPUs as the others'.
+func (c *checker) platform() {
+	if _, err := os.Stat(filepath.Join(c.root, "devices/system/cpu/modalias")); err != nil {
+		return
+	}
+	c.match("devices/system/cpu/modalias", reModalias)
+	checked := map[string]bool{} // bridge directories found sound
+	for _, bdf := range c.list("bus/pci/devices") {
+		dir, _ := c.resolve("bus/pci/devices/" + bdf)
+		parts := strings.Split(dir, "/")
+		for i := 2; i < len(parts)-1; i++ {
+			b, bdir := parts[i], strings.Join(parts[:i+1], "/")
+			if checked[bdir] {
+				continue
+			}
+			if up, _ := c.resolve("bus/pci/devices/" + b); up != bdir {
+				c.fail("%s: bridge %s on its path is not in bus/pci/devices", dir, b)
+			} else if class := c.read1(bdir + "/class"); !strings.HasPrefix(class, "0x0604") {
+				c.fail("%s: bridge %s on its path has class %q, want 0x0604xx", dir, b, class)
+			} else {
+				checked[bdir] = true
+			}
+		}
+	}
+	width := -1
+	for _, node := range c.list("devices/system/node") {
+		m := c.match("devices/system/node/"+node+"/cpumap", reCPUMap)
+		if width >= 0 && len(m) != width {
+			c.fail("devices/system/node/%s/cpumap: %q is not as long as the other nodes'", node, m)
+		}
+		width = len(m)
 	}
 }
 
@@ -394,6 +446,10 @@ func TestProfilesConform(t *testing.T) {
 // TestCheckerCatches makes sure the conformance checker is not vacuous: each corruption
 // of a good tree must be reported.
 func TestCheckerCatches(t *testing.T) {
+	// put writes one value, as corruptions of the platform files do.
+	put := func(r, rel, value string) error {
+		return os.WriteFile(filepath.Join(r, rel), []byte(value+"\n"), 0o644)
+	}
 	tests := []struct {
 		name    string
 		corrupt func(root string) error
@@ -446,11 +502,30 @@ func TestCheckerCatches(t *testing.T) {
 		{"link leaving the root", func(r string) error {
 			return os.Symlink("../../../../etc", filepath.Join(r, "class/net/escape"))
 		}, "leaves the root"},
+		{"link speed of an old kernel", func(r string) error {
+			return put(r, "bus/pci/devices/0000:03:00.0/max_link_speed", "32 GT/s")
+		}, "0000:03:00.0/max_link_speed"},
+		{"link width without speed", func(r string) error {
+			return os.Remove(filepath.Join(r, "devices/pci0000:00/0000:00:01.0/max_link_speed"))
+		}, "one of max_link_speed and max_link_width"},
+		{"bridge of a network class", func(r string) error {
+			return put(r, "devices/pci0000:00/0000:00:01.0/class", "0x020000")
+		}, "bridge 0000:00:01.0 on its path has class"},
+		{"bridge not in bus/pci/devices", func(r string) error {
+			return os.Remove(filepath.Join(r, "bus/pci/devices/0000:1a:00.0"))
+		}, "bridge 0000:1a:00.0 on its path is not in bus/pci/devices"},
+		{"cpumap with a short word inside", func(r string) error {
+			return put(r, "devices/system/node/node0/cpumap", "ff,ff")
+		}, "node0/cpumap"},
+		{"lower-case modalias", func(r string) error {
+			return put(r, "devices/system/cpu/modalias", "cpu:type:x86,ven0000fam0006mod008f:feature:")
+		}, "devices/system/cpu/modalias"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			if err := smallNode().Write(dir, WriteOptions{}); err != nil {
+			// smallNode's shapes on a platform: every rule has something to check.
+			if err := platformNode().Write(dir, WriteOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			root := filepath.Join(dir, SysDir)

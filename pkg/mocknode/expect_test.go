@@ -24,6 +24,7 @@ var specToInventory = map[string][]string{
 	"mocknode.Node.netdevs":       {}, // likewise
 	"mocknode.Node.gpus":          {}, // GPUs are no RDMA ports; the code that places GPUs lists them from sysfs itself
 	"mocknode.Node.kernelModules": {"discovery.Port.gpudirect"},
+	"mocknode.Node.platform":      {}, // the machine around the ports, for the NCCL topology file; no port fact
 
 	"mocknode.PCIFunction.address":         {"discovery.Port.pci_bus_id", "discovery.Port.data_direct_pci_bus_id"},
 	"mocknode.PCIFunction.root":            {"discovery.Port.pcie_root", "discovery.Port.data_direct_pcie_root"},
@@ -36,6 +37,7 @@ var specToInventory = map[string][]string{
 	"mocknode.PCIFunction.numaNode":        {"discovery.Port.numa_node"},
 	"mocknode.PCIFunction.driver":          {"discovery.Port.driver", "discovery.Port.gpudirect"},
 	"mocknode.PCIFunction.vpd":             {"discovery.Port.data_direct_pci_bus_id", "discovery.Port.data_direct_pcie_root"},
+	"mocknode.PCIFunction.link":            {}, // the NCCL topology file's, read from sysfs at prepare
 
 	"mocknode.VPD.productName":  {}, // the marketing name comes from the PCI IDs
 	"mocknode.VPD.partNumber":   {},
@@ -52,6 +54,30 @@ var specToInventory = map[string][]string{
 	"mocknode.GPU.class":           {},
 	"mocknode.GPU.numaNode":        {},
 	"mocknode.GPU.driver":          {},
+	"mocknode.GPU.link":            {},
+
+	// The platform (platform.go) is read by the NCCL topology file only.
+	"mocknode.Platform.cpu":                {},
+	"mocknode.Platform.sockets":            {},
+	"mocknode.Platform.switch":             {},
+	"mocknode.Platform.bridges":            {},
+	"mocknode.CPU.modalias":                {},
+	"mocknode.CPU.cores":                   {},
+	"mocknode.CPU.threads":                 {},
+	"mocknode.CPU.rootPort":                {},
+	"mocknode.BridgeModel.vendor":          {},
+	"mocknode.BridgeModel.device":          {},
+	"mocknode.BridgeModel.subsystemVendor": {},
+	"mocknode.BridgeModel.subsystemDevice": {},
+	"mocknode.BridgeModel.link":            {},
+	"mocknode.Bridge.address":              {},
+	"mocknode.Bridge.vendor":               {},
+	"mocknode.Bridge.device":               {},
+	"mocknode.Bridge.subsystemVendor":      {},
+	"mocknode.Bridge.subsystemDevice":      {},
+	"mocknode.Bridge.link":                 {},
+	"mocknode.Link.gen":                    {},
+	"mocknode.Link.width":                  {},
 
 	"mocknode.KernelModule.name":    {"discovery.Port.gpudirect"},
 	"mocknode.KernelModule.taint":   {"discovery.Port.gpudirect"},
@@ -173,7 +199,8 @@ func drift(table map[string][]string, spec, inventory []string) []string {
 func TestDescriptionCoversInventory(t *testing.T) {
 	spec := jsonKeys(reflect.TypeFor[Node](), reflect.TypeFor[PCIFunction](), reflect.TypeFor[RDMADevice](),
 		reflect.TypeFor[Port](), reflect.TypeFor[GID](), reflect.TypeFor[Netdev](), reflect.TypeFor[CharDev](),
-		reflect.TypeFor[VPD](), reflect.TypeFor[GPU](), reflect.TypeFor[KernelModule]())
+		reflect.TypeFor[VPD](), reflect.TypeFor[GPU](), reflect.TypeFor[KernelModule](), reflect.TypeFor[Platform](),
+		reflect.TypeFor[CPU](), reflect.TypeFor[BridgeModel](), reflect.TypeFor[Bridge](), reflect.TypeFor[Link]())
 	inventory := jsonKeys(reflect.TypeFor[discovery.Inventory](), reflect.TypeFor[discovery.Port](), reflect.TypeFor[discovery.CharDev]())
 
 	withoutRate := map[string][]string{}

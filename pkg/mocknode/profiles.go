@@ -101,17 +101,18 @@ var (
 
 const nvidiaDriverVersion = "580.82.07"
 
-// gpu is an NVIDIA GPU bound to the nvidia driver.
+// gpu is an NVIDIA GPU bound to the nvidia driver, with its model's link.
 func gpu(addr, root string, bridges []string, numa int, device, subsys uint16) GPU {
-	return GPU{Address: addr, Root: root, Bridges: bridges, Device: device, SubsystemDevice: subsys, NUMANode: numa, Driver: "nvidia"}
+	return GPU{Address: addr, Root: root, Bridges: bridges, Device: device, SubsystemDevice: subsys, NUMANode: numa, Driver: "nvidia", Link: gpuLinks[device]}
 }
 
-// function returns an mlx5 PCI function; callers adjust what differs.
+// function returns an mlx5 PCI function with its model's link; callers adjust what
+// differs.
 func function(addr, root string, bridges []string, numa int, device, subsys uint16, class uint32) PCIFunction {
 	return PCIFunction{
 		Address: addr, Root: root, Bridges: bridges, NUMANode: numa,
 		Vendor: vendorMellanox, Device: device, SubsystemVendor: vendorMellanox, SubsystemDevice: subsys,
-		Class: class, Driver: "mlx5_core",
+		Class: class, Driver: "mlx5_core", Link: mlx5Links[device],
 	}
 }
 

@@ -35,7 +35,7 @@ const (
 // 0019:06:00.0, 0018:06:00.0; mlx5_bond_0 Ethernet 200 Gb/s on bond0, GID index 3; every
 // port gpudirect dmabuf.
 func gb300() *Node {
-	n := &Node{KernelModules: []KernelModule{moduleNVIDIAOpen}}
+	n := &Node{KernelModules: []KernelModule{moduleNVIDIAOpen}, Platform: twoSockets(cpuGrace, switchConnectX8)}
 	for i, dom := range [][2]int{{0x0, 0x9}, {0x2, 0x8}, {0x10, 0x19}, {0x12, 0x18}} {
 		cx8WithDataDirect(n, fmt.Sprintf("mlx5_%d", i), dom[0], dom[1], i/2, i, uint16(0x310+i))
 	}
@@ -67,8 +67,13 @@ func cx8WithDataDirect(n *Node, ibdev string, pfDomain, gpuDomain, numa, index i
 
 	// The GPU's domain: Grace root port, the CX8 switch's upstream port, a downstream
 	// port to the Data Direct function, and another to a second switch above the GPU.
+	// Every switch port has the ConnectX-8 bridge's IDs (the platform's switch); the
+	// root port is the kind Grace has on its GPUs' domains.
 	gpuRoot := fmt.Sprintf("pci%04x:00", gpuDomain)
 	rp, usp := bdf(gpuDomain, 0, 0, 0), bdf(gpuDomain, 1, 0, 0)
+	gpuRootPort := cpuGrace.RootPort
+	gpuRootPort.Device = deviceGraceGPURootPort
+	n.Platform.Bridges = append(n.Platform.Bridges, Bridge{Address: rp, BridgeModel: gpuRootPort})
 	dd := function(bdf(gpuDomain, 3, 0, 0), gpuRoot, []string{rp, usp, bdf(gpuDomain, 2, 0, 0)}, numa, deviceDataDirect, 0x0071, classDataDirect)
 	dd.Driver, dd.VPD = "mlx5_ib", vpd(1)
 	n.PCIFunctions = append(n.PCIFunctions, dd)

@@ -44,7 +44,7 @@ func dualPortRoCE(n *Node, ibdevs [2]string, root string, bridges []string, bus,
 // port gpudirect peermem; GPUs 0000:1b:00.0 ... 0000:df:00.0 on the InfiniBand ports'
 // roots pci0000:15 ... pci0000:d9.
 func dgxH100() *Node {
-	n := &Node{KernelModules: []KernelModule{moduleNVIDIAProprietary, moduleNVIDIAPeermem}}
+	n := &Node{KernelModules: []KernelModule{moduleNVIDIAProprietary, moduleNVIDIAPeermem}, Platform: twoSockets(cpuSapphireRapids, switchPEX890xx)}
 	cardBuses := []int{0x18, 0x40, 0x4f, 0x5e, 0x9a, 0xc0, 0xce, 0xdc}
 	for i, bus := range cardBuses {
 		cx7IB(n, fmt.Sprintf("mlx5_%d", i), bus-3, i/4, 0xa088c2030056d2a0+uint64(i)*0x10, uint16(0x1a0+i))
@@ -67,7 +67,7 @@ func dgxH100() *Node {
 // Expected: mlx5_0..3 InfiniBand; mlx5_4 and mlx5_5 Ethernet on netdev bond0 (MTU 9000),
 // LAG, GID index 3.
 func mixedBond() *Node {
-	n := &Node{}
+	n := &Node{Platform: twoSockets(cpuSapphireRapids, switchPEX890xx)}
 	for i, rootBus := range []int{0x15, 0x27, 0x97, 0xa8} {
 		cx7IB(n, fmt.Sprintf("mlx5_%d", i), rootBus, i/2, 0x946dae03008e5c10+uint64(i)*0x10, uint16(0x40+i))
 	}
@@ -97,7 +97,7 @@ func mixedBond() *Node {
 // 10.60.0.21), LAG, GID index 3, PCIe root pci0006:00; bond0, enP6p3s0f0np0 and
 // enP6p3s0f1np1 all 58:a2:e1:06:03:00.
 func gb200() *Node {
-	n := &Node{}
+	n := &Node{Platform: twoSockets(cpuGrace, switchConnectX7)}
 	for i, domain := range []int{0x0, 0x2, 0x10, 0x12} {
 		cx7IBIn(n, fmt.Sprintf("mlx5_%d", i), domain, 0, i/2, 0x58a2e10300b10000+uint64(domain)<<8, uint16(0x210+i))
 	}
@@ -108,9 +108,13 @@ func gb200() *Node {
 // bf3Bond adds a dual-port BlueField-3 (in NIC mode) on its own PCI domain for the
 // north-south network, its two ports in an 802.3ad bond0 with hardware LAG: the second
 // PF gives up its RDMA device, mlx5_bond_0 on the first drives both ports, and the kernel
-// gives its GIDs (ip among them) to the bond. Both slaves have the bond's MAC.
+// gives its GIDs (ip among them) to the bond. Both slaves have the bond's MAC. The switch
+// in front of the PFs is the BlueField-3's own; n must have a platform.
 func bf3Bond(n *Node, domain int, mac, guid uint64, ip string) {
 	root, bridges, bus := switchPath(domain, 0)
+	for _, b := range bridges[1:] {
+		n.Platform.Bridges = append(n.Platform.Bridges, Bridge{Address: b, BridgeModel: switchBlueField3})
+	}
 	n.Netdevs = append(n.Netdevs, bond("bond0", mac, 9000))
 	for fn := range 2 {
 		addr := bdf(domain, bus, 0, fn)
@@ -127,7 +131,7 @@ func bf3Bond(n *Node, domain int, mac, guid uint64, ip string) {
 // Expected: mlx5_2 port 1 DOWN/Disabled (its IPoIB interface ibp154s0 down), the others
 // ACTIVE/LinkUp.
 func disabledPort() *Node {
-	n := &Node{}
+	n := &Node{Platform: twoSockets(cpuSapphireRapids, switchPEX890xx)}
 	for i, rootBus := range []int{0x15, 0x3d, 0x97, 0xbd} {
 		cx7IB(n, fmt.Sprintf("mlx5_%d", i), rootBus, i/2, 0x7c8c090300c3cf00+uint64(i)*0x10, uint16(0x538+i))
 	}
@@ -163,5 +167,6 @@ func vpiDualPort() *Node {
 			ether("enp5s0d1", addr, mac, 1500, 1),
 		},
 		RDMADevices: []RDMADevice{dev},
+		Platform:    twoSockets(cpuBroadwell, noSwitch),
 	}
 }

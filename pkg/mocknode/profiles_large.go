@@ -8,7 +8,7 @@ import "fmt"
 // Expected: mlx5_0..31 InfiniBand, mlx5_32..63 Ethernet PFs (GID index 3), mlx5_64..319
 // VFs (GID index 3), NUMA node = PCI domain.
 func large() *Node {
-	n := &Node{}
+	n := &Node{Platform: twoSockets(cpuSapphireRapids, switchPEX890xx)}
 	vfIndex := 64
 	var vfs []RDMADevice
 	for card := range 64 {
@@ -36,7 +36,7 @@ func large() *Node {
 		for k := range 8 {
 			vfAddr := bdf(domain, bus, (1+k)/8, (1+k)%8)
 			vf := function(vfAddr, "", nil, domain, deviceMlx5VF, 0x0027, classEthernet)
-			vf.PhysFn = addr
+			vf.PhysFn, vf.Link = addr, mlx5Links[deviceConnectX7]
 			vmac := mac + 0x10 + uint64(k)
 			vnd := ifname("en", addr, fmt.Sprintf("f0v%d", k))
 			n.PCIFunctions = append(n.PCIFunctions, vf)

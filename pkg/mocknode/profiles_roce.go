@@ -7,7 +7,7 @@ import "fmt"
 // Expected: mlx5_bond_0..7, one Ethernet port each, netdev bond0..7 (MTU 9000), LAG,
 // 400 Gb/s, GID index 3.
 func roceLAG() *Node {
-	n := &Node{}
+	n := &Node{Platform: twoSockets(cpuSapphireRapids, switchPEX890xx)}
 	for i, rootBus := range []int{0x15, 0x3d, 0x4c, 0x5b, 0x97, 0xbd, 0xcb, 0xd9} {
 		root, bridges, bus := switchPath(0, rootBus)
 		mac := 0x5c25730a0000 + uint64(bus)<<8
@@ -41,6 +41,7 @@ func sriov() *Node {
 	)
 	root, bridges := "pci0000:3a", []string{"0000:3a:00.0"}
 	n := &Node{
+		Platform:     twoSockets(cpuIceLake, noSwitch),
 		PCIFunctions: []PCIFunction{function(pf, root, bridges, 0, deviceConnectX6Dx, 0x0016, classEthernet)},
 		Netdevs:      []Netdev{ether("enp59s0f0np0", pf, pfMAC, 9000, 0)},
 		RDMADevices: []RDMADevice{mlx5("mlx5_0", pf, pfGUID, fwConnectX6Dx, boardCX6Dx, deviceConnectX6Dx,
@@ -49,7 +50,7 @@ func sriov() *Node {
 	for k := range 16 {
 		addr := bdf(0, 0x3b, (2+k)/8, (2+k)%8)
 		vf := function(addr, "", nil, 0, deviceMlx5VF, 0x0016, classEthernet)
-		vf.PhysFn = pf
+		vf.PhysFn, vf.Link = pf, n.PCIFunctions[0].Link
 		mac := 0x02c0eb3b1000 + uint64(k)
 		nd := fmt.Sprintf("enp59s0f0v%d", k)
 		ll := LinkLocalGID(MACToGUID(mac))
@@ -87,6 +88,8 @@ func softRoCE() *Node {
 	)
 	guid := MACToGUID(mac)
 	return &Node{
+		Platform: &Platform{CPU: cpuVM, Sockets: 1},
+		// On the VM's root bus the device has no link of its own.
 		PCIFunctions: []PCIFunction{{
 			Address: addr, Root: "pci0000:00", Vendor: vendorRedHat, Device: deviceVirtioNet,
 			SubsystemVendor: vendorRedHat, SubsystemDevice: 0x1100, Class: classEthernet, NUMANode: -1, Driver: "virtio-pci",
@@ -104,14 +107,14 @@ func softRoCE() *Node {
 // Expected: irdma0 on enp81s0f0 GID index 1; irdma1 on enp81s0f1 with link-local GIDs
 // only, so no GID index; no umad/issm.
 func intelE810() *Node {
-	n := &Node{}
+	n := &Node{Platform: twoSockets(cpuIceLake, noSwitch)}
 	for fn := range 2 {
 		addr := bdf(0, 0x51, 0, fn)
 		mac := 0x6cfe54510000 + uint64(fn)
 		nd := fmt.Sprintf("enp81s0f%d", fn)
 		n.PCIFunctions = append(n.PCIFunctions, PCIFunction{
 			Address: addr, Root: "pci0000:50", Bridges: []string{"0000:50:01.0"}, Vendor: vendorIntel, Device: deviceE810CQSFP,
-			SubsystemVendor: vendorIntel, SubsystemDevice: 0x0002, Class: classEthernet, NUMANode: 0, Driver: "ice",
+			SubsystemVendor: vendorIntel, SubsystemDevice: 0x0002, Class: classEthernet, NUMANode: 0, Driver: "ice", Link: linkGen4x16,
 		})
 		n.Netdevs = append(n.Netdevs, ether(nd, addr, mac, 9000, 0))
 		gids := []GID{{Index: 0, GID: LinkLocalGID(MACToGUID(mac)), Type: GIDTypeRoCEv2, Ndev: nd}}
@@ -131,7 +134,7 @@ func intelE810() *Node {
 // Expected: bnxt_re0 on enp65s0f0np0 GID index 5 (entries 2-4 unused, IPv4 at 4/5);
 // bnxt_re1 on enp65s0f1np1 GID index 3 from a global IPv6 address.
 func broadcom() *Node {
-	n := &Node{}
+	n := &Node{Platform: twoSockets(cpuGenoa, noSwitch)}
 	for fn := range 2 {
 		addr := bdf(0, 0x41, 0, fn)
 		mac := 0x00108641a000 + uint64(fn)
@@ -146,7 +149,7 @@ func broadcom() *Node {
 		}
 		n.PCIFunctions = append(n.PCIFunctions, PCIFunction{
 			Address: addr, Root: "pci0000:40", Bridges: []string{"0000:40:01.1"}, Vendor: vendorBroadcom, Device: deviceBCM57508,
-			SubsystemVendor: vendorBroadcom, SubsystemDevice: 0x2100, Class: classEthernet, NUMANode: 1, Driver: "bnxt_en",
+			SubsystemVendor: vendorBroadcom, SubsystemDevice: 0x2100, Class: classEthernet, NUMANode: 1, Driver: "bnxt_en", Link: linkGen4x16,
 		})
 		n.Netdevs = append(n.Netdevs, ether(nd, addr, mac, 9000, 0))
 		guid := MACToGUID(mac)

@@ -34,6 +34,10 @@ type Node struct {
 	// KernelModules are loaded modules that get a module/<name> directory besides
 	// ib_core's, e.g. the NVIDIA driver (nvidia) and nvidia_peermem.
 	KernelModules []KernelModule `json:"kernelModules,omitempty"`
+	// Platform is the machine around the devices: CPUs, NUMA nodes and the PCI bridges on
+	// the paths to the functions and GPUs (platform.go). Nil leaves all of that out, as
+	// trees that only discovery reads can.
+	Platform *Platform `json:"platform,omitempty"`
 }
 
 // PCIFunction is one PCI function, for example one port of a ConnectX-7 or one of its VFs.
@@ -63,6 +67,9 @@ type PCIFunction struct {
 	// VPD is the content of the function's vpd file; nil leaves the file out, as on a
 	// function without the VPD capability.
 	VPD *VPD `json:"vpd,omitempty"`
+	// Link is the PCIe link the function is built for (max_link_speed, max_link_width);
+	// the zero Link leaves both files out, as on a device without a PCIe link.
+	Link Link `json:"link,omitzero"`
 }
 
 // VPD is what a PCI function's Vital Product Data holds: an identifier string and a
@@ -103,6 +110,8 @@ type GPU struct {
 	NUMANode int `json:"numaNode"`
 	// Driver is the bound kernel driver, nvidia; empty for an unbound GPU.
 	Driver string `json:"driver,omitempty"`
+	// Link is the PCIe link the GPU is built for, as PCIFunction.Link.
+	Link Link `json:"link,omitzero"`
 }
 
 // ClassGPU is the PCI class of a 3D controller, what data-center GPUs report.

@@ -87,6 +87,9 @@ func (n *Node) Validate() error {
 
 	errs = append(errs, n.validateGPUs(fns)...)
 	errs = append(errs, n.validateModules()...)
+	if n.Platform != nil {
+		errs = append(errs, n.validatePlatform()...)
+	}
 
 	ibdevs := map[string]bool{}
 	for i := range n.RDMADevices {
@@ -152,6 +155,9 @@ func validateFunction(f *PCIFunction, fns map[string]*PCIFunction) []error {
 			add("vpd: %w", err)
 		}
 	}
+	if err := validateLink(f.Link); err != nil {
+		add("link: %w", err)
+	}
 	return errs
 }
 
@@ -214,8 +220,25 @@ func (n *Node) validateGPUs(fns map[string]*PCIFunction) []error {
 		if g.Driver != "" && !nameRE.MatchString(g.Driver) {
 			add("malformed driver name %q", g.Driver)
 		}
+		if err := validateLink(g.Link); err != nil {
+			add("link: %w", err)
+		}
 	}
 	return errs
+}
+
+// validateLink checks a link against what PCIe has: generations 1 to 6, the widths a link
+// can train to, both or neither.
+func validateLink(l Link) error {
+	switch {
+	case l == Link{}:
+		return nil
+	case l.Speed() == "":
+		return fmt.Errorf("generation %d, want 1 to 6", l.Gen)
+	case !slices.Contains([]int{1, 2, 4, 8, 12, 16, 32}, l.Width):
+		return fmt.Errorf("width x%d, want x1, x2, x4, x8, x12, x16 or x32", l.Width)
+	}
+	return nil
 }
 
 // validateModules checks module names (they become directories), taints (the kernel's

@@ -162,6 +162,7 @@ func (n *Node) layout() (*tree, error) {
 
 	n.layoutFunctions(t, p)
 	n.layoutGPUs(t)
+	n.layoutPlatform(t)
 	n.layoutModules(t)
 	n.layoutNetdevs(t, p)
 	n.layoutRDMA(t, p)
@@ -183,6 +184,7 @@ func (n *Node) layoutGPUs(t *tree) {
 		t.file(path.Join(dir, "subsystem_device"), fmt.Sprintf("0x%04x", g.SubsystemDevice))
 		t.file(path.Join(dir, "class"), fmt.Sprintf("0x%06x", class))
 		t.file(path.Join(dir, "numa_node"), strconv.Itoa(g.NUMANode))
+		layoutLink(t, dir, g.Link)
 		if g.Driver != "" {
 			drv := path.Join("bus/pci/drivers", g.Driver)
 			t.dir(drv)
@@ -221,6 +223,7 @@ func (n *Node) layoutFunctions(t *tree, p *paths) {
 		t.file(path.Join(dir, "subsystem_device"), fmt.Sprintf("0x%04x", f.SubsystemDevice))
 		t.file(path.Join(dir, "class"), fmt.Sprintf("0x%06x", f.Class))
 		t.file(path.Join(dir, "numa_node"), strconv.Itoa(f.NUMANode))
+		layoutLink(t, dir, f.Link)
 		if f.Driver != "" {
 			drv := path.Join("bus/pci/drivers", f.Driver)
 			t.dir(drv)

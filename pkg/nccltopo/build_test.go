@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -13,7 +14,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/mocknode"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/sysfs"
 )
@@ -71,42 +71,41 @@ func checkPolicy(t *testing.T, s *xSystem) {
 func TestBuild(t *testing.T) {
 	dgx, dgxGPUs := dgxH100(t)
 	tests := []struct {
-		name     string
-		node     *mocknode.Node
-		platform platform
-		in       func(n *mocknode.Node) Input
+		name string
+		node *mocknode.Node
+		in   func(n *mocknode.Node) Input
 		// want is the outline of the file (see outline).
 		want        []string
 		wantSkipped []Skipped
 	}{
 		{
 			name: "one rail: a GPU and the NIC behind its switch",
-			node: dgx, platform: defaultPlatform(),
+			node: dgx,
 			in: func(n *mocknode.Node) Input {
 				return Input{Ports: ports(n, "mlx5_0"), GPUBusIDs: dgxGPUs[:1]}
 			},
 			want: []string{
 				"numa0: 0000:15:01.0 0000:16:00.0 0000:17:00.0 0000:18:00.0 net=mlx5_0",
-				"numa0: 0000:15:01.0 0000:16:00.0 0000:17:01.0 0000:19:00.0 gpu",
+				"numa0: 0000:15:01.0 0000:16:00.0 0000:17:01.0 0000:1b:00.0 gpu",
 			},
 		},
 		{
 			name: "two rails on two sockets, the GPUs given out of order",
-			node: dgx, platform: defaultPlatform(),
+			node: dgx,
 			in: func(n *mocknode.Node) Input {
 				return Input{Ports: ports(n, "mlx5_0", "mlx5_4"), GPUBusIDs: []string{dgxGPUs[4], dgxGPUs[0]}}
 			},
 			want: []string{
 				"numa0: 0000:15:01.0 0000:16:00.0 0000:17:00.0 0000:18:00.0 net=mlx5_0",
-				"numa0: 0000:15:01.0 0000:16:00.0 0000:17:01.0 0000:19:00.0 gpu",
+				"numa0: 0000:15:01.0 0000:16:00.0 0000:17:01.0 0000:1b:00.0 gpu",
 				"numa1: 0000:97:01.0 0000:98:00.0 0000:99:00.0 0000:9a:00.0 net=mlx5_4",
-				"numa1: 0000:97:01.0 0000:98:00.0 0000:99:01.0 0000:9b:00.0 gpu",
+				"numa1: 0000:97:01.0 0000:98:00.0 0000:99:01.0 0000:9d:00.0 gpu",
 			},
 		},
 		{
 			name: "two functions of one card share their root port",
-			node: dgx, platform: defaultPlatform(),
-			in: func(n *mocknode.Node) Input { return Input{Ports: ports(n, "mlx5_9", "mlx5_8")} },
+			node: dgx,
+			in:   func(n *mocknode.Node) Input { return Input{Ports: ports(n, "mlx5_9", "mlx5_8")} },
 			want: []string{
 				"numa1: 0000:a7:01.0 0000:a8:00.0 net=mlx5_8",
 				"numa1: 0000:a7:01.0 0000:a8:00.1 net=mlx5_9",
@@ -114,32 +113,32 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name: "a dual-port device is one net",
-			node: profileNode(t, "vpi-dual-port"), platform: defaultPlatform(),
+			node: profileNode(t, "vpi-dual-port"),
 			in:   func(n *mocknode.Node) Input { return Input{Ports: ports(n)} },
 			want: []string{"numa0: 0000:00:03.0 0000:05:00.0 net=mlx4_0"},
 		},
 		{
+			// One rail of a GB300 tray: the ConnectX-8's network function below the Grace
+			// CPU's root port, its Data Direct function in another PCI domain, below its
+			// own switch that also leads to the GPU.
 			name: "Data Direct: the _dma net sits at the DMA function, next to the GPU",
-			node: dataDirectNode(), platform: gracePlatform(),
+			node: subset(profileNode(t, "gb300"), "mlx5_0"),
 			in: func(n *mocknode.Node) Input {
-				p := ports(n)
-				p[0].DataDirectBusID = "0008:04:00.0"
-				p[0].GPUDirect = discovery.GPUDirectDMABuf
-				return Input{Ports: p, GPUBusIDs: []string{"0008:03:00.0"}}
+				return Input{Ports: ports(n), GPUBusIDs: []string{n.GPUs[0].Address}}
 			},
 			want: []string{
-				"numa0: 0000:00:01.0 0000:01:00.0 net=mlx5_0",
-				"numa0: 0008:00:00.0 0008:01:00.0 0008:02:00.0 0008:03:00.0 gpu",
-				"numa0: 0008:00:00.0 0008:01:00.0 0008:02:01.0 0008:04:00.0 net=mlx5_0_dma",
+				"numa0: 0000:00:01.0 0000:01:00.0 0000:02:00.0 0000:03:00.0 net=mlx5_0",
+				"numa0: 0009:00:00.0 0009:01:00.0 0009:02:00.0 0009:03:00.0 net=mlx5_0_dma",
+				"numa0: 0009:00:00.0 0009:01:00.0 0009:02:01.0 0009:04:00.0 0009:05:00.0 0009:06:00.0 gpu",
 			},
 		},
 		{
 			name: "a virtual device is skipped, the GPU stays",
-			node: softRoCEWithGPU(), platform: defaultPlatform(),
+			node: softRoCEWithGPU(t),
 			in: func(n *mocknode.Node) Input {
 				return Input{Ports: ports(n), GPUBusIDs: []string{"0000:05:00.0"}}
 			},
-			want:        []string{"numa0: 0000:05:00.0 gpu"},
+			want:        []string{"numa-1: 0000:05:00.0 gpu"},
 			wantSkipped: []Skipped{{IBDev: "rxe0", Port: 1, Reason: ReasonVirtual}},
 		},
 	}
@@ -148,7 +147,7 @@ func TestBuild(t *testing.T) {
 	roots := map[*mocknode.Node]string{}
 	for _, tt := range tests {
 		if _, ok := roots[tt.node]; !ok {
-			_, roots[tt.node] = writeFixture(t, tt.node, tt.platform)
+			_, roots[tt.node] = writeFixture(t, tt.node)
 		}
 		t.Run(tt.name, func(t *testing.T) {
 			fsys, err := sysfs.Open(roots[tt.node])
@@ -173,10 +172,9 @@ func TestBuild(t *testing.T) {
 // testdata/dgx-h100.xml; go test -update rewrites it.
 func TestBuildGolden(t *testing.T) {
 	n, gpus := dgxH100(t)
-	p := defaultPlatform()
+	fsys, root := writeFixture(t, n)
 	// One card trained below its slot: the Gen4 root port caps the link of its switch.
-	p.links = map[string]linkCap{"0000:d9:01.0": {gen4, 16}}
-	fsys, _ := writeFixture(t, n, p)
+	setLinks(t, root, map[string]linkCap{"0000:d9:01.0": {gen4, 16}})
 	res, _, err := build(t, fsys, Input{Ports: ports(n), GPUBusIDs: gpus})
 	if err != nil {
 		t.Fatal(err)
@@ -206,7 +204,7 @@ func TestBuildGolden(t *testing.T) {
 // TestBuildDeterministic builds the same claim from inputs in different orders.
 func TestBuildDeterministic(t *testing.T) {
 	n, gpus := dgxH100(t)
-	fsys, root := writeFixture(t, n, defaultPlatform())
+	fsys, root := writeFixture(t, n)
 	first, _, err := build(t, fsys, Input{Ports: ports(n), GPUBusIDs: gpus})
 	if err != nil {
 		t.Fatal(err)
@@ -231,7 +229,7 @@ func TestBuildDeterministic(t *testing.T) {
 func TestBuildLinks(t *testing.T) {
 	dgx, gpus := dgxH100(t)
 	n := subset(dgx, "mlx5_0")
-	// GPU 0 sits at 0000:19:00.0 below the downstream port 0000:17:01.0.
+	// GPU 0 sits at 0000:1b:00.0 below the downstream port 0000:17:01.0.
 	tests := []struct {
 		name      string
 		links     map[string]linkCap
@@ -241,17 +239,19 @@ func TestBuildLinks(t *testing.T) {
 	}{
 		{name: "both gen5 x16", wantSpeed: gen5, wantWidth: "16"},
 		{name: "port slower", links: map[string]linkCap{"0000:17:01.0": {gen4, 16}}, wantSpeed: gen4, wantWidth: "16"},
-		{name: "device slower and narrower", links: map[string]linkCap{"0000:19:00.0": {gen4, 8}}, wantSpeed: gen4, wantWidth: "8"},
+		{name: "device slower and narrower", links: map[string]linkCap{"0000:1b:00.0": {gen4, 8}}, wantSpeed: gen4, wantWidth: "8"},
 		{name: "port narrower", links: map[string]linkCap{"0000:17:01.0": {gen5, 4}}, wantSpeed: gen5, wantWidth: "4"},
 		{name: "port unknown speed", links: map[string]linkCap{"0000:17:01.0": {"Unknown", 16}}, wantSpeed: gen5, wantWidth: "16"},
-		{name: "device files missing", links: map[string]linkCap{"0000:19:00.0": {}}, wantSpeed: gen5, wantWidth: "16"},
+		{name: "device files missing", links: map[string]linkCap{"0000:1b:00.0": {}}, wantSpeed: gen5, wantWidth: "16"},
 		{name: "no files at all", skipLinks: true, wantSpeed: "", wantWidth: "0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := defaultPlatform()
-			p.links, p.skipLinks = tt.links, tt.skipLinks
-			fsys, _ := writeFixture(t, n, p)
+			fsys, root := writeFixture(t, n)
+			setLinks(t, root, tt.links)
+			if tt.skipLinks {
+				removeLinks(t, root)
+			}
 			_, s, err := build(t, fsys, Input{GPUBusIDs: gpus[:1]})
 			if err != nil {
 				t.Fatal(err)
@@ -303,12 +303,17 @@ func TestBuildCPU(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			n := &mocknode.Node{PCIFunctions: []mocknode.PCIFunction{gpu("0000:05:00.0", "pci0000:00", nil, tt.numa)}}
-			p := platform{modalias: tt.modalias, cpumaps: map[int]string{}}
-			if tt.numa >= 0 {
-				p.cpumaps[tt.numa] = tt.cpumap
+			// A GPU on the root bus of a two-socket machine, whose CPU files say what
+			// the case says.
+			n := &mocknode.Node{
+				GPUs:     []mocknode.GPU{{Address: "0000:05:00.0", Root: "pci0000:00", Device: 0x2330, NUMANode: tt.numa, Driver: "nvidia"}},
+				Platform: profileNode(t, "dgx-h100").Platform,
 			}
-			fsys, _ := writeFixture(t, n, p)
+			fsys, root := writeFixture(t, n)
+			write(t, root, modaliasFile, tt.modalias)
+			if tt.numa >= 0 {
+				write(t, root, fmt.Sprintf(nodeCPUMap, tt.numa), tt.cpumap)
+			}
 			res, _, err := build(t, fsys, Input{GPUBusIDs: []string{"0000:05:00.0"}})
 			if err != nil {
 				t.Fatal(err)
@@ -331,9 +336,8 @@ func TestBuildErrors(t *testing.T) {
 	full, dgxGPUs := dgxH100(t)
 	dgx := subset(full, "mlx5_0", "mlx5_8")
 	tests := []struct {
-		name     string
-		node     *mocknode.Node
-		platform platform
+		name string
+		node *mocknode.Node
 		// breakTree changes the written tree (paths relative to the sysfs root).
 		breakTree func(t *testing.T, root string)
 		in        func(n *mocknode.Node) Input
@@ -341,34 +345,34 @@ func TestBuildErrors(t *testing.T) {
 		want      []string // substrings of the error
 	}{
 		{
-			name: "GPU not in sysfs", node: dgx, platform: defaultPlatform(),
+			name: "GPU not in sysfs", node: dgx,
 			in:   func(*mocknode.Node) Input { return Input{GPUBusIDs: []string{"0000:99:00.0"}} },
 			want: []string{"GPU 0000:99:00.0", "bus/pci/devices/0000:99:00.0"},
 		},
 		{
-			name: "malformed GPU bus ID", node: dgx, platform: defaultPlatform(),
+			name: "malformed GPU bus ID", node: dgx,
 			in:   func(*mocknode.Node) Input { return Input{GPUBusIDs: []string{"0000:3B:00.0"}} },
 			want: []string{"GPU 0000:3B:00.0", "malformed PCI bus ID"},
 		},
 		{
-			name: "GPU listed twice", node: dgx, platform: defaultPlatform(),
+			name: "GPU listed twice", node: dgx,
 			in:   func(*mocknode.Node) Input { return Input{GPUBusIDs: []string{dgxGPUs[0], dgxGPUs[0]}} },
-			want: []string{"GPU 0000:19:00.0", "listed twice"},
+			want: []string{"GPU 0000:1b:00.0", "listed twice"},
 		},
 		{
-			name: "GPU bus ID is a NIC", node: dgx, platform: defaultPlatform(),
+			name: "GPU bus ID is a NIC", node: dgx,
 			in: func(n *mocknode.Node) Input {
 				return Input{Ports: ports(n, "mlx5_0"), GPUBusIDs: []string{"0000:18:00.0"}}
 			},
 			want: []string{"port mlx5_0/1", "0000:18:00.0", "GPU 0000:18:00.0"},
 		},
 		{
-			name: "GPU bus ID of a function that is no display controller", node: dgx, platform: defaultPlatform(),
+			name: "GPU bus ID of a function that is no display controller", node: dgx,
 			in:   func(*mocknode.Node) Input { return Input{GPUBusIDs: []string{"0000:a8:00.0"}} },
 			want: []string{"GPU 0000:a8:00.0", "class 0x020000", "0000:a8:00.0/class"},
 		},
 		{
-			name: "malformed Data Direct bus ID", node: dgx, platform: defaultPlatform(),
+			name: "malformed Data Direct bus ID", node: dgx,
 			in: func(n *mocknode.Node) Input {
 				p := ports(n, "mlx5_0")
 				p[0].DataDirectBusID = "0000:18:00"
@@ -377,7 +381,7 @@ func TestBuildErrors(t *testing.T) {
 			want: []string{"port mlx5_0/1 Data Direct", `"0000:18:00"`},
 		},
 		{
-			name: "port without a bus ID that is not virtual", node: dgx, platform: defaultPlatform(),
+			name: "port without a bus ID that is not virtual", node: dgx,
 			in: func(n *mocknode.Node) Input {
 				p := ports(n, "mlx5_0")
 				p[0].PCIBusID = ""
@@ -386,7 +390,7 @@ func TestBuildErrors(t *testing.T) {
 			want: []string{"port mlx5_0/1", "no PCI bus ID"},
 		},
 		{
-			name: "device name NCCL would misread", node: dgx, platform: defaultPlatform(),
+			name: "device name NCCL would misread", node: dgx,
 			in: func(n *mocknode.Node) Input {
 				p := ports(n, "mlx5_0")
 				p[0].IBDev = `mlx5"0`
@@ -395,15 +399,15 @@ func TestBuildErrors(t *testing.T) {
 			want: []string{`port mlx5"0/1`, "net name"},
 		},
 		{
-			name: "bridge without a class file", node: dgx, platform: defaultPlatform(),
+			name: "bridge without a class file", node: dgx,
 			breakTree: func(t *testing.T, root string) {
 				remove(t, root, "devices/pci0000:15/0000:15:01.0/0000:16:00.0/class")
 			},
 			in:   func(*mocknode.Node) Input { return Input{GPUBusIDs: dgxGPUs[:1]} },
-			want: []string{"GPU 0000:19:00.0", "devices/pci0000:15/0000:15:01.0/0000:16:00.0/class"},
+			want: []string{"GPU 0000:1b:00.0", "devices/pci0000:15/0000:15:01.0/0000:16:00.0/class"},
 		},
 		{
-			name: "garbled vendor file", node: dgx, platform: defaultPlatform(),
+			name: "garbled vendor file", node: dgx,
 			breakTree: func(t *testing.T, root string) {
 				write(t, root, "devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:00.0/0000:18:00.0/vendor", "mellanox")
 			},
@@ -412,7 +416,7 @@ func TestBuildErrors(t *testing.T) {
 			want:   []string{"port mlx5_0/1", "0000:18:00.0/vendor", `"mellanox"`},
 		},
 		{
-			name: "garbled link width", node: dgx, platform: defaultPlatform(),
+			name: "garbled link width", node: dgx,
 			breakTree: func(t *testing.T, root string) {
 				write(t, root, "devices/pci0000:15/0000:15:01.0/max_link_width", "x16")
 			},
@@ -421,7 +425,7 @@ func TestBuildErrors(t *testing.T) {
 			want:   []string{"port mlx5_0/1", "0000:15:01.0/max_link_width"},
 		},
 		{
-			name: "link speed NCCL would misread", node: dgx, platform: defaultPlatform(),
+			name: "link speed NCCL would misread", node: dgx,
 			breakTree: func(t *testing.T, root string) {
 				write(t, root, "devices/pci0000:15/0000:15:01.0/max_link_speed", `32.0 GT/s "PCIe"`)
 			},
@@ -430,24 +434,26 @@ func TestBuildErrors(t *testing.T) {
 			want:   []string{"port mlx5_0/1", "0000:15:01.0/max_link_speed"},
 		},
 		{
-			name: "no CPU modalias", node: dgx, platform: platform{cpumaps: defaultPlatform().cpumaps},
-			in:   func(n *mocknode.Node) Input { return Input{Ports: ports(n, "mlx5_0")} },
-			want: []string{"CPU type", "devices/system/cpu/modalias"},
+			name: "no CPU modalias", node: dgx,
+			breakTree: func(t *testing.T, root string) { remove(t, root, modaliasFile) },
+			in:        func(n *mocknode.Node) Input { return Input{Ports: ports(n, "mlx5_0")} },
+			want:      []string{"CPU type", "devices/system/cpu/modalias"},
 		},
 		{
 			name: "a CPU NCCL does not run on", node: dgx,
-			platform: platform{modalias: "cpu:type:riscv64:feature:", cpumaps: defaultPlatform().cpumaps},
-			in:       func(n *mocknode.Node) Input { return Input{Ports: ports(n, "mlx5_0")} },
-			wantIs:   sysfs.ErrSyntax,
-			want:     []string{"devices/system/cpu/modalias", "riscv64"},
+			breakTree: func(t *testing.T, root string) { write(t, root, modaliasFile, "cpu:type:riscv64:feature:") },
+			in:        func(n *mocknode.Node) Input { return Input{Ports: ports(n, "mlx5_0")} },
+			wantIs:    sysfs.ErrSyntax,
+			want:      []string{"devices/system/cpu/modalias", "riscv64"},
 		},
 		{
-			name: "no cpumap of the NUMA node", node: dgx, platform: platform{modalias: modaliasSPR},
-			in:   func(n *mocknode.Node) Input { return Input{Ports: ports(n, "mlx5_0")} },
-			want: []string{"NUMA node 0", "devices/system/node/node0/cpumap"},
+			name: "no cpumap of the NUMA node", node: dgx,
+			breakTree: func(t *testing.T, root string) { remove(t, root, fmt.Sprintf(nodeCPUMap, 0)) },
+			in:        func(n *mocknode.Node) Input { return Input{Ports: ports(n, "mlx5_0")} },
+			want:      []string{"NUMA node 0", "devices/system/node/node0/cpumap"},
 		},
 		{
-			name: "only virtual devices", node: softRoCEWithGPU(), platform: defaultPlatform(),
+			name: "only virtual devices", node: softRoCEWithGPU(t),
 			in:     func(n *mocknode.Node) Input { return Input{Ports: ports(n)} },
 			wantIs: ErrNothingToDescribe,
 			want:   []string{"1 ports and 0 GPUs"},
@@ -455,7 +461,7 @@ func TestBuildErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fsys, root := writeFixture(t, tt.node, tt.platform)
+			fsys, root := writeFixture(t, tt.node)
 			if tt.breakTree != nil {
 				tt.breakTree(t, root)
 			}
@@ -476,78 +482,5 @@ func TestBuildErrors(t *testing.T) {
 				t.Errorf("a file came with the error:\n%s", res.XML)
 			}
 		})
-	}
-}
-
-// profileNode returns the node of a mocknode profile.
-func profileNode(t *testing.T, name string) *mocknode.Node {
-	t.Helper()
-	p, err := mocknode.Lookup(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p.Node()
-}
-
-// dataDirectNode is shaped like a GB300 tray's one rail: a ConnectX-8 whose network
-// function hangs off the Grace CPU's root port, and whose Data Direct DMA function sits
-// in another PCI domain below the PCIe switch that also holds the GPU.
-func dataDirectNode() *mocknode.Node {
-	const guid = 0x7c8c090300c3cf00
-	nic := mocknode.PCIFunction{
-		Address: "0000:01:00.0", Root: "pci0000:00", Bridges: []string{"0000:00:01.0"},
-		Vendor: 0x15b3, Device: 0x1023, SubsystemVendor: 0x15b3, SubsystemDevice: 0x0001, // ConnectX-8
-		Class: 0x020700, Driver: "mlx5_core",
-	}
-	dd := mocknode.PCIFunction{
-		Address: "0008:04:00.0", Root: "pci0008:00", Bridges: []string{"0008:00:00.0", "0008:01:00.0", "0008:02:01.0"},
-		Vendor: 0x15b3, Device: deviceDataDirect, SubsystemVendor: 0x15b3, SubsystemDevice: 0x0001,
-		Class: classDataDirect, Driver: "mlx5_core",
-	}
-	return &mocknode.Node{
-		PCIFunctions: []mocknode.PCIFunction{
-			nic, dd,
-			gpu("0008:03:00.0", "pci0008:00", []string{"0008:00:00.0", "0008:01:00.0", "0008:02:00.0"}, 0),
-		},
-		RDMADevices: []mocknode.RDMADevice{{
-			Name: "mlx5_0", PCI: nic.Address, NodeGUID: mocknode.GUID(guid), SysImageGUID: mocknode.GUID(guid), FWVer: "40.45.1020",
-			Ports: []mocknode.Port{{
-				Number: 1, State: "ACTIVE", PhysState: "LinkUp", Rate: "800 Gb/sec (4X XDR)", LinkLayer: "InfiniBand", LID: 0x10, SMLID: 1,
-				GIDs: []mocknode.GID{{Index: 0, GID: mocknode.LinkLocalGID(guid), Type: mocknode.GIDTypeRoCEv1}},
-			}},
-		}},
-	}
-}
-
-// gracePlatform is an arm64 node with one NUMA node of 72 CPUs.
-func gracePlatform() platform {
-	return platform{
-		modalias: "cpu:type:aarch64:feature:,0000,0001,0002",
-		cpumaps:  map[int]string{0: "00000000,000000ff,ffffffff,ffffffff"},
-	}
-}
-
-// softRoCEWithGPU is the soft-roce profile plus a GPU on the root bus, as in a VM.
-func softRoCEWithGPU() *mocknode.Node {
-	p, err := mocknode.Lookup("soft-roce")
-	if err != nil {
-		panic(err)
-	}
-	n := p.Node()
-	n.PCIFunctions = append(n.PCIFunctions, gpu("0000:05:00.0", "pci0000:00", nil, 0))
-	return n
-}
-
-func remove(t *testing.T, root, rel string) {
-	t.Helper()
-	if err := os.Remove(filepath.Join(root, filepath.FromSlash(rel))); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func write(t *testing.T, root, rel, value string) {
-	t.Helper()
-	if err := os.WriteFile(filepath.Join(root, filepath.FromSlash(rel)), []byte(value+"\n"), 0o644); err != nil {
-		t.Fatal(err)
 	}
 }

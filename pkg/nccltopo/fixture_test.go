@@ -1,11 +1,12 @@
 package nccltopo
 
 import (
-	"fmt"
+	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
@@ -13,123 +14,24 @@ import (
 	"github.com/rdma-dra/rdma-dra-driver/pkg/sysfs"
 )
 
-// PCI facts of the fixtures' GPUs and bridges, as the PCI ID repository lists them.
-const (
-	vendorNVIDIA    = 0x10de
-	deviceH100SXM   = 0x2330 // GH100 [H100 SXM5 80GB]
-	classGPU3D      = 0x030200
-	classBridgePCI  = 0x060400
-	vendorBroadcom  = 0x1000 // PLX / Broadcom PCIe switches
-	devicePEX89xxx  = 0xc030 // PEX89000 Gen5 switch ports
-	vendorIntel     = 0x8086
-	deviceRootPort  = 0x352a // a Sapphire Rapids PCIe root port
-	classDataDirect = 0x080100
-	// deviceDataDirect is made up: the fixture needs a device ID, NCCL and this package
-	// only look at the class.
-	deviceDataDirect = 0x2100
+// Fixtures are mocknode trees, which carry every file this package reads: the bridges on
+// the paths of the functions and GPUs, the links, the NUMA nodes' cpumaps and the CPU
+// modalias (mocknode's Platform). Tests that need an edge case change the written tree.
 
+// Link speeds as sysfs prints them.
+const (
 	gen5 = "32.0 GT/s PCIe"
 	gen4 = "16.0 GT/s PCIe"
 )
 
-// platform is what mocknode does not lay out and this package reads: the PCI attributes
-// of bridges, every function's link capability, the NUMA nodes' CPU masks and the CPU
-// type. Fixtures are a mocknode.Node written to disk, then these files added.
-type platform struct {
-	// modalias is the content of devices/system/cpu/modalias; empty leaves it out.
-	modalias string
-	// cpumaps are the NUMA nodes' cpumap files.
-	cpumaps map[int]string
-	// links overrides the default capability (gen5 x16) of functions and bridges, by
-	// bus ID; a zero link leaves the files out.
-	links map[string]linkCap
-	// skipLinks leaves out the link files of every function.
-	skipLinks bool
-}
-
-type linkCap struct {
-	speed string
-	width int
-}
-
-// Sapphire Rapids in two sockets: family 6, model 0x8f.
-const modaliasSPR = "cpu:type:x86,ven0000fam0006mod008F:feature:,0000,0001,0002,0003"
-
-func defaultPlatform() platform {
-	return platform{
-		modalias: modaliasSPR,
-		cpumaps: map[int]string{
-			0: "00000000,00000000,00000000,ffffffff,ffffffff",
-			1: "00000000,00000000,ffffffff,00000000,00000000",
-		},
-	}
-}
-
-// writeFixture writes n and p below a temporary directory and returns its sysfs.
-func writeFixture(t *testing.T, n *mocknode.Node, p platform) (*sysfs.FS, string) {
+// writeFixture writes n below a temporary directory and returns its sysfs and root.
+func writeFixture(t *testing.T, n *mocknode.Node) (*sysfs.FS, string) {
 	t.Helper()
 	dir := t.TempDir()
 	if err := n.Write(dir, mocknode.WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	root := filepath.Join(dir, mocknode.SysDir)
-	put := func(rel, value string) {
-		t.Helper()
-		full := filepath.Join(root, filepath.FromSlash(rel))
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(value+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	linkFiles := func(dir, busID string) {
-		if p.skipLinks {
-			return
-		}
-		l, ok := p.links[busID]
-		if !ok {
-			l = linkCap{gen5, 16}
-		}
-		if l.speed != "" {
-			put(dir+"/max_link_speed", l.speed)
-		}
-		if l.width != 0 {
-			put(dir+"/max_link_width", fmt.Sprint(l.width))
-		}
-	}
-	done := map[string]bool{}
-	for _, f := range n.PCIFunctions {
-		if f.Root == "" {
-			continue // a VF beside its PF: its bridges are its PF's
-		}
-		dir := path.Join("devices", f.Root)
-		for i, b := range f.Bridges {
-			dir = path.Join(dir, b)
-			if done[dir] {
-				continue
-			}
-			done[dir] = true
-			vendor, device := vendorBroadcom, devicePEX89xxx
-			if i == 0 {
-				vendor, device = vendorIntel, deviceRootPort
-			}
-			put(dir+"/class", fmt.Sprintf("0x%06x", classBridgePCI))
-			put(dir+"/vendor", fmt.Sprintf("0x%04x", vendor))
-			put(dir+"/device", fmt.Sprintf("0x%04x", device))
-			put(dir+"/subsystem_vendor", fmt.Sprintf("0x%04x", vendor))
-			put(dir+"/subsystem_device", "0x0000")
-			put(dir+"/numa_node", fmt.Sprint(f.NUMANode))
-			linkFiles(dir, b)
-		}
-		linkFiles(path.Join(dir, f.Address), f.Address)
-	}
-	if p.modalias != "" {
-		put(modaliasFile, p.modalias)
-	}
-	for node, mask := range p.cpumaps {
-		put(fmt.Sprintf(nodeCPUMap, node), mask)
-	}
 	fsys, err := sysfs.Open(root)
 	if err != nil {
 		t.Fatal(err)
@@ -137,41 +39,72 @@ func writeFixture(t *testing.T, n *mocknode.Node, p platform) (*sysfs.FS, string
 	return fsys, root
 }
 
-// gpu is an H100 SXM5 at addr behind root and bridges.
-func gpu(addr, root string, bridges []string, numa int) mocknode.PCIFunction {
-	return mocknode.PCIFunction{
-		Address: addr, Root: root, Bridges: bridges, NUMANode: numa,
-		Vendor: vendorNVIDIA, Device: deviceH100SXM, SubsystemVendor: vendorNVIDIA, SubsystemDevice: 0x16c1,
-		Class: classGPU3D, Driver: "nvidia",
+// linkCap is what a function's or bridge's link files say; the zero linkCap has none.
+type linkCap struct {
+	speed string
+	width int
+}
+
+// setLinks overwrites the link files of the functions and bridges of a written tree, by
+// bus ID: links trained below their slot, speeds the kernel does not know, files missing.
+func setLinks(t *testing.T, root string, links map[string]linkCap) {
+	t.Helper()
+	for id, l := range links {
+		dir, err := filepath.EvalSymlinks(filepath.Join(root, pciDevices+id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []struct{ name, value string }{{"max_link_speed", l.speed}, {"max_link_width", strconv.Itoa(l.width)}} {
+			p := filepath.Join(dir, f.name)
+			if l == (linkCap{}) {
+				if err := os.Remove(p); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			if err := os.WriteFile(p, []byte(f.value+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }
 
-// dgxH100 is the dgx-h100 profile with its eight GPUs, one behind the PCIe switch of each
+// removeLinks removes every link file of a written tree, as on a node whose kernel has
+// none (before Linux 4.13).
+func removeLinks(t *testing.T, root string) {
+	t.Helper()
+	err := filepath.WalkDir(filepath.Join(root, "devices"), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && strings.HasPrefix(d.Name(), "max_link_") {
+			err = os.Remove(p)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dgxH100 is the dgx-h100 profile, whose eight GPUs sit each behind the PCIe switch of a
 // compute NIC (on a second downstream port), as on the real machine; it returns the GPUs'
 // bus IDs in the order of the NICs.
 func dgxH100(t *testing.T) (*mocknode.Node, []string) {
 	t.Helper()
-	p, err := mocknode.Lookup("dgx-h100")
+	n := profileNode(t, "dgx-h100")
+	var gpus []string
+	for _, g := range n.GPUs {
+		gpus = append(gpus, g.Address)
+	}
+	return n, gpus
+}
+
+// profileNode returns the node of a mocknode profile.
+func profileNode(t *testing.T, name string) *mocknode.Node {
+	t.Helper()
+	p, err := mocknode.Lookup(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := p.Node()
-	var gpus []string
-	for _, f := range n.PCIFunctions {
-		if f.Class != 0x020700 { // the storage card is Ethernet and has no GPU
-			continue
-		}
-		up := f.Bridges[1] // the switch's upstream port, rr+1:00.0
-		var dom, bus, dev, fn int
-		if _, err := fmt.Sscanf(up, "%x:%x:%x.%x", &dom, &bus, &dev, &fn); err != nil {
-			t.Fatal(err)
-		}
-		down := fmt.Sprintf("%04x:%02x:01.0", dom, bus+1)
-		addr := fmt.Sprintf("%04x:%02x:00.0", dom, bus+3)
-		n.PCIFunctions = append(n.PCIFunctions, gpu(addr, f.Root, []string{f.Bridges[0], up, down}, f.NUMANode))
-		gpus = append(gpus, addr)
-	}
-	return n, gpus
+	return p.Node()
 }
 
 // ports returns the ports of n whose ibdev is in ibdevs, in inventory order; none means
@@ -186,26 +119,40 @@ func ports(n *mocknode.Node, ibdevs ...string) []discovery.Port {
 	return out
 }
 
-// subset keeps of n the RDMA devices named, their functions and netdevs, and the GPUs
-// on the PCIe roots of those functions: a smaller tree that writes faster.
+// subset keeps of n the RDMA devices named, their functions (Data Direct functions, which
+// share a VPD UUID with them, included) and netdevs, the GPUs on the PCIe roots of those
+// functions, and the platform: a smaller tree that writes faster.
 func subset(n *mocknode.Node, ibdevs ...string) *mocknode.Node {
-	out := &mocknode.Node{NetnsMode: n.NetnsMode}
+	out := &mocknode.Node{NetnsMode: n.NetnsMode, KernelModules: n.KernelModules}
 	fns := map[string]bool{}
-	roots := map[string]bool{}
 	for _, d := range n.RDMADevices {
 		if slices.Contains(ibdevs, d.Name) {
 			out.RDMADevices = append(out.RDMADevices, d)
 			fns[d.PCI] = true
 		}
 	}
+	uuids := map[string]bool{}
 	for _, f := range n.PCIFunctions {
-		if fns[f.Address] {
-			roots[f.Root] = true
+		if fns[f.Address] && f.VPD != nil && f.VPD.UUID != "" {
+			uuids[f.VPD.UUID] = true
 		}
 	}
+	roots, bridges := map[string]bool{}, map[string]bool{}
 	for _, f := range n.PCIFunctions {
-		if fns[f.Address] || (f.Class>>16 == 0x03 && roots[f.Root]) {
+		if fns[f.Address] || (f.VPD != nil && uuids[f.VPD.UUID]) {
 			out.PCIFunctions = append(out.PCIFunctions, f)
+			roots[f.Root] = true
+			for _, b := range f.Bridges {
+				bridges[b] = true
+			}
+		}
+	}
+	for _, g := range n.GPUs {
+		if roots[g.Root] {
+			out.GPUs = append(out.GPUs, g)
+			for _, b := range g.Bridges {
+				bridges[b] = true
+			}
 		}
 	}
 	for _, d := range n.Netdevs {
@@ -213,5 +160,32 @@ func subset(n *mocknode.Node, ibdevs ...string) *mocknode.Node {
 			out.Netdevs = append(out.Netdevs, d)
 		}
 	}
+	if n.Platform != nil {
+		p := *n.Platform
+		p.Bridges = slices.DeleteFunc(slices.Clone(p.Bridges), func(b mocknode.Bridge) bool { return !bridges[b.Address] })
+		out.Platform = &p
+	}
 	return out
+}
+
+// softRoCEWithGPU is the soft-roce profile plus a GPU on the VM's root bus, whose NUMA
+// node the VM does not say, as its network device's.
+func softRoCEWithGPU(t *testing.T) *mocknode.Node {
+	n := profileNode(t, "soft-roce")
+	n.GPUs = append(n.GPUs, mocknode.GPU{Address: "0000:05:00.0", Root: "pci0000:00", Device: 0x2330, SubsystemDevice: 0x16c1, NUMANode: -1, Driver: "nvidia"})
+	return n
+}
+
+func remove(t *testing.T, root, rel string) {
+	t.Helper()
+	if err := os.Remove(filepath.Join(root, filepath.FromSlash(rel))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func write(t *testing.T, root, rel, value string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(root, filepath.FromSlash(rel)), []byte(value+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }

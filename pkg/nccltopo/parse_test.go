@@ -9,6 +9,9 @@ import (
 	"github.com/rdma-dra/rdma-dra-driver/pkg/sysfs"
 )
 
+// modaliasSPR is a Sapphire Rapids CPU's modalias: family 6, model 0x8f.
+const modaliasSPR = "cpu:type:x86,ven0000fam0006mod008F:feature:,0000,0001,0002,0003"
+
 func TestParseModalias(t *testing.T) {
 	tests := []struct {
 		in      string
