@@ -11,22 +11,29 @@ import (
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 )
 
-// TestDocExample parses the example of docs/device-model.md, so that the documented
-// format cannot drift from the decoder.
-func TestDocExample(t *testing.T) {
+// docExample returns the YAML block of docs/device-model.md that follows the comment
+// <!-- marker -->.
+func docExample(t *testing.T, marker string) []byte {
+	t.Helper()
 	data, err := os.ReadFile("../../docs/device-model.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(data), "<!-- node config example -->\n```yaml\n")
+	_, rest, ok := strings.Cut(string(data), "<!-- "+marker+" -->\n```yaml\n")
 	if !ok {
-		t.Fatal("docs/device-model.md lacks the marked node config example")
+		t.Fatalf("docs/device-model.md lacks the example marked %q", marker)
 	}
 	example, _, ok := strings.Cut(rest, "```")
 	if !ok {
-		t.Fatal("unterminated example")
+		t.Fatalf("example %q is not terminated", marker)
 	}
-	c, err := Parse([]byte(example))
+	return []byte(example)
+}
+
+// TestDocExample parses the example of docs/device-model.md, so that the documented
+// format cannot drift from the decoder.
+func TestDocExample(t *testing.T) {
+	c, err := Parse(docExample(t, "node config example"))
 	if err != nil {
 		t.Fatalf("the documented example does not parse: %v", err)
 	}
@@ -38,19 +45,7 @@ func TestDocExample(t *testing.T) {
 // TestDocRailsExample parses the node pool example of the rails section, and checks that
 // the port its comment speaks of lands on its rail.
 func TestDocRailsExample(t *testing.T) {
-	data, err := os.ReadFile("../../docs/device-model.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(data), "<!-- node config rails example -->\n```yaml\n")
-	if !ok {
-		t.Fatal("docs/device-model.md lacks the marked rails example")
-	}
-	example, _, ok := strings.Cut(rest, "```")
-	if !ok {
-		t.Fatal("unterminated example")
-	}
-	c, err := Parse([]byte(example))
+	c, err := Parse(docExample(t, "node config rails example"))
 	if err != nil {
 		t.Fatalf("the documented example does not parse: %v", err)
 	}
