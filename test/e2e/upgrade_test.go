@@ -3,10 +3,15 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -73,7 +78,7 @@ func TestUpgradeFromPrevious(t *testing.T) {
 	uninstallSuite(t, ctx, host, filepath.Join(env.HookInstallDir(), "rdma-dra-cdi-hook"), false)
 	// The values the previous version took: an operator upgrades with those first and turns
 	// on what this version adds afterwards (docs/install.md, Upgrading).
-	oldValues := valuesForChart(t, oldChart, env.ValuesArgs())
+	oldValues := valuesForChart(t, oldChart, nodeConfigKeys(t, ctx, ref), env.ValuesArgs())
 	args := append([]string{"upgrade", "--install", framework.Release, oldChart, "--namespace", framework.Namespace}, oldValues...)
 	if _, err := env.Helm(ctx, append(args, "--set-string", "image.tag="+tag)...); err != nil {
 		t.Fatalf("install %s: %v", ref, err)
@@ -218,10 +223,12 @@ func expectPrepared(t *testing.T, uids map[string]string) {
 }
 
 // valuesForChart returns the --values arguments args with copies of the files that leave
-// out the pools the chart at chartDir does not have (pools.legacy came after the previous
-// version): that chart's values schema refuses a pool it does not know, as it would refuse
-// an operator's values written for a later version. Nothing else is changed.
-func valuesForChart(t *testing.T, chartDir string, args []string) []string {
+// out what the version at chartDir does not know, as an operator's values for that version
+// would: the pools its chart does not have (pools.legacy came after the previous version),
+// which its values schema refuses, and the node configuration's sections its plugin does
+// not have (nodeConfigKeys; nodeConfig.rails came after), which its strict decoder
+// refuses. Nothing else is changed.
+func valuesForChart(t *testing.T, chartDir string, nodeConfigKeys map[string]bool, args []string) []string {
 	t.Helper()
 	var defaults struct {
 		Pools map[string]any `json:"pools"`
@@ -251,6 +258,13 @@ func valuesForChart(t *testing.T, chartDir string, args []string) []string {
 				dropped = true
 			}
 		}
+		nodeConfig, _ := values["nodeConfig"].(map[string]any)
+		for key := range nodeConfig {
+			if !nodeConfigKeys[key] {
+				delete(nodeConfig, key)
+				dropped = true
+			}
+		}
 		if !dropped {
 			continue
 		}
@@ -264,4 +278,48 @@ func valuesForChart(t *testing.T, chartDir string, args []string) []string {
 		out[i] = copyPath
 	}
 	return out
+}
+
+// nodeConfigKeys returns the top-level keys of the node configuration at revision ref: the
+// JSON names of the fields of its nodeconfig.Config, read from that revision's source.
+func nodeConfigKeys(t *testing.T, ctx context.Context, ref string) map[string]bool {
+	t.Helper()
+	const file = "pkg/nodeconfig/config.go"
+	src, err := exec.CommandContext(ctx, "git", "-C", env.Repo, "show", ref+":"+file).Output()
+	if err != nil {
+		t.Fatalf("%s of %s: %v", file, ref, err)
+	}
+	f, err := parser.ParseFile(token.NewFileSet(), file, src, 0)
+	if err != nil {
+		t.Fatalf("%s of %s: %v", file, ref, err)
+	}
+	keys := map[string]bool{}
+	ast.Inspect(f, func(n ast.Node) bool {
+		ts, ok := n.(*ast.TypeSpec)
+		if !ok || ts.Name.Name != "Config" {
+			return true
+		}
+		st, ok := ts.Type.(*ast.StructType)
+		if !ok {
+			return false
+		}
+		for _, field := range st.Fields.List {
+			if field.Tag == nil {
+				continue
+			}
+			tag, err := strconv.Unquote(field.Tag.Value)
+			if err != nil {
+				continue
+			}
+			name, _, _ := strings.Cut(reflect.StructTag(tag).Get("json"), ",")
+			if name != "" && name != "-" {
+				keys[name] = true
+			}
+		}
+		return false
+	})
+	if len(keys) == 0 {
+		t.Fatalf("%s of %s has no Config struct with JSON fields", file, ref)
+	}
+	return keys
 }
