@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"slices"
 	"strings"
 
@@ -110,7 +111,8 @@ func (s *scan) dataDirect(ports []Port) {
 	if len(byUUID) == 0 {
 		return
 	}
-	for _, pf := range sortedKeys(pfs) {
+	// In order, so that what is logged does not depend on map order.
+	for _, pf := range slices.Sorted(maps.Keys(pfs)) {
 		uuid, err := ReadVPDUUID(s.fs, pf)
 		if err != nil {
 			s.unknown(pf+" Data Direct function", err)
@@ -171,15 +173,4 @@ func (s *scan) dataDirectFunctions() map[string][]DataDirect {
 		out[uuid] = append(out[uuid], dd)
 	}
 	return out
-}
-
-// sortedKeys returns the keys of m in order, so that what is logged does not depend on
-// map order.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
