@@ -39,18 +39,10 @@ type FabricPolicy struct {
 // validate checks the policy's values; list lengths first, so that nothing of an
 // oversized list is parsed.
 func (p *FabricPolicy) validate(fldPath *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	for _, l := range []struct {
-		name string
-		n    int
-	}{
-		{"trafficClasses", len(p.TrafficClasses)}, {"serviceLevels", len(p.ServiceLevels)}, {"pkeys", len(p.PKeys)},
-		{"addressFamilies", len(p.AddressFamilies)}, {"roceVersions", len(p.RoCEVersions)},
-	} {
-		if l.n > MaxPolicyEntries {
-			errs = append(errs, field.TooMany(fldPath.Child(l.name), l.n, MaxPolicyEntries))
-		}
-	}
+	errs := boundLists(fldPath,
+		listLen{"trafficClasses", len(p.TrafficClasses)}, listLen{"serviceLevels", len(p.ServiceLevels)}, listLen{"pkeys", len(p.PKeys)},
+		listLen{"addressFamilies", len(p.AddressFamilies)}, listLen{"roceVersions", len(p.RoCEVersions)},
+	)
 	if len(errs) > 0 {
 		return errs
 	}

@@ -49,27 +49,36 @@ type NetworkPolicy struct {
 
 // Bounds of a NetworkPolicy's lists, checked before anything is parsed.
 const (
-	// MaxPolicyEntries bounds each list of a NetworkPolicy.
+	// MaxPolicyEntries bounds each list of a NetworkPolicy and of a FabricPolicy.
 	MaxPolicyEntries = 32
 	// maxPoolNameLen bounds an address pool name, as the node config's names.
 	maxPoolNameLen = 63
 )
 
-// validate checks the policy's values.
-func (p *NetworkPolicy) validate(fldPath *field.Path) field.ErrorList {
+// listLen is the length of one list of a policy, by its field name.
+type listLen struct {
+	name string
+	n    int
+}
+
+// boundLists refuses the lists longer than MaxPolicyEntries, before anything in them is
+// parsed.
+func boundLists(fldPath *field.Path, lists ...listLen) field.ErrorList {
 	var errs field.ErrorList
-	lists := []struct {
-		name string
-		n    int
-	}{
-		{"modes", len(p.Modes)}, {"addressPools", len(p.AddressPools)}, {"staticAddressPrefixes", len(p.StaticAddressPrefixes)},
-		{"routePrefixes", len(p.RoutePrefixes)}, {"interfaceNamePrefixes", len(p.InterfaceNamePrefixes)}, {"pkeys", len(p.PKeys)},
-	}
 	for _, l := range lists {
 		if l.n > MaxPolicyEntries {
 			errs = append(errs, field.TooMany(fldPath.Child(l.name), l.n, MaxPolicyEntries))
 		}
 	}
+	return errs
+}
+
+// validate checks the policy's values.
+func (p *NetworkPolicy) validate(fldPath *field.Path) field.ErrorList {
+	errs := boundLists(fldPath,
+		listLen{"modes", len(p.Modes)}, listLen{"addressPools", len(p.AddressPools)}, listLen{"staticAddressPrefixes", len(p.StaticAddressPrefixes)},
+		listLen{"routePrefixes", len(p.RoutePrefixes)}, listLen{"interfaceNamePrefixes", len(p.InterfaceNamePrefixes)}, listLen{"pkeys", len(p.PKeys)},
+	)
 	if len(errs) > 0 {
 		return errs
 	}
