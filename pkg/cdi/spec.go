@@ -334,7 +334,7 @@ func claimWideEdits(ctx context.Context, claimUID string, devices []ClaimDevice,
 	}
 	edits.Env = env
 
-	if wantsTopologyFile(devices, configs) {
+	if wantsTopologyFile(configs) {
 		if opts.TopologyDir == "" {
 			return edits, errors.New("the claim asks for an NCCL topology file (fabric.topologyFile), and this plugin has no directory for them")
 		}

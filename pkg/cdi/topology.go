@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 
 	"github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/atomicfile"
@@ -27,29 +28,31 @@ func TopologyContainerPath(claimUID string) string {
 	return path.Join(topologyContainerDir, "nccl-topology-"+claimUID+".xml")
 }
 
-// wantsTopologyFile reports whether a request that takes part in the environment asks
-// for the topology file.
-func wantsTopologyFile(devices []ClaimDevice, configs []*v1alpha1.RdmaConfig) bool {
+// asksTopology reports whether a request's config asks for the topology file; requests
+// that keep out of the environment (ncclEnv false) do not count.
+func asksTopology(c *v1alpha1.RdmaConfig) bool {
+	if c.NCCLEnv != nil && !*c.NCCLEnv {
+		return false
+	}
+	f := c.Fabric
+	return f != nil && f.TopologyFile != nil && *f.TopologyFile
+}
+
+// wantsTopologyFile reports whether any request of the claim asks for the topology file.
+func wantsTopologyFile(configs []*v1alpha1.RdmaConfig) bool {
+	return slices.ContainsFunc(configs, asksTopology)
+}
+
+// WantsTopology reports whether the claim's devices ask for an NCCL topology file, so
+// that the plugin builds one before it writes the spec. It runs on every prepare and
+// allocates nothing.
+func WantsTopology(devices []ClaimDevice) bool {
 	for i := range devices {
-		c := configs[i]
-		if c.NCCLEnv != nil && !*c.NCCLEnv {
-			continue
-		}
-		if f := c.Fabric; f != nil && f.TopologyFile != nil && *f.TopologyFile {
+		if asksTopology(&devices[i].Config) {
 			return true
 		}
 	}
 	return false
-}
-
-// WantsTopology reports whether the claim's devices ask for an NCCL topology file, so
-// that the plugin builds one before it writes the spec.
-func WantsTopology(devices []ClaimDevice) bool {
-	configs := make([]*v1alpha1.RdmaConfig, len(devices))
-	for i := range devices {
-		configs[i] = &devices[i].Config
-	}
-	return wantsTopologyFile(devices, configs)
 }
 
 // WriteTopology writes the claim's NCCL topology file atomically, before its spec (which
