@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -71,9 +72,9 @@ func run(repo string, timeout time.Duration) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(len(alone)+1)*timeout+2*time.Minute)
 	defer cancel()
-	// A demo of an earlier run holds whole rails: it goes first, so that a run from any
-	// state shows the same.
-	for _, w := range workloads {
+	// A demo of an earlier run (one that failed half way among them) holds whole rails: it
+	// goes first, so that a run from any state shows the same.
+	for _, w := range append(slices.Clone(alone), workloads...) {
 		if _, err := env.Kubectl(ctx, "delete", "-f", filepath.Join(repo, w.file), "--ignore-not-found", "--wait"); err != nil {
 			return err
 		}
