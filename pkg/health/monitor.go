@@ -244,17 +244,6 @@ func (m *Monitor) setGauges(states map[PortID]PortState, all bool) {
 func (m *Monitor) Run(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	logger.Info("Watching RDMA port health", "pollInterval", m.opts.PollInterval, "rescanInterval", m.opts.RescanInterval, "netlink", m.links != nil)
-	poll := m.clock.NewTicker(m.opts.PollInterval)
-	defer poll.Stop()
-	var rescan <-chan time.Time
-	if m.opts.RescanInterval > 0 {
-		t := m.clock.NewTicker(m.opts.RescanInterval)
-		defer t.Stop()
-		rescan = t.C()
-	}
-	if m.links != nil {
-		go m.links.Run(ctx, m.linkChanged)
-	}
 	var next Signal
 	pending := false
 	add := func(s Signal) {
@@ -280,9 +269,22 @@ func (m *Monitor) Run(ctx context.Context) {
 			add(*s)
 		}
 	}
+	if m.links != nil {
+		go m.links.Run(ctx, m.linkChanged)
+	}
 	// The first poll comes at once: the inventory was scanned before the plugin registered
 	// with the kubelet, and a port that changed in between must not wait a whole interval.
 	pollOnce()
+	// The tickers start after the first poll: whoever waits on the clock (a test stepping
+	// a fake one) knows that the poll made the baseline of the counters.
+	poll := m.clock.NewTicker(m.opts.PollInterval)
+	defer poll.Stop()
+	var rescan <-chan time.Time
+	if m.opts.RescanInterval > 0 {
+		t := m.clock.NewTicker(m.opts.RescanInterval)
+		defer t.Stop()
+		rescan = t.C()
+	}
 	for {
 		// Sending is only enabled while a signal is pending; meanwhile new ones merge.
 		var out chan<- Signal

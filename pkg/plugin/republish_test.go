@@ -84,7 +84,8 @@ func newLiveNode(t *testing.T, profile string, o liveOptions) *liveNode {
 	go func() { defer wg.Done(); n.pub.Run(ctx, n.monitor) }()
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	if fake, ok := o.clock.(*testclock.FakeClock); ok {
-		// The poll ticker must exist before a test steps the clock.
+		// The poll ticker must exist before a test steps the clock; the monitor makes it
+		// after its first poll, so that the counters' baseline predates what a test bumps.
 		waitUntil(t, fake.HasWaiters)
 	}
 	return n
