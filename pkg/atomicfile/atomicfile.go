@@ -1,14 +1,14 @@
 // Package atomicfile replaces a file's content so that a reader sees the old content or
 // the new, never a mix, also after the writing process crashed half way.
 //
-// Nothing is fsynced, on purpose. Every file the driver writes this way (the checkpoint,
-// device metadata files) describes claims prepared during the current boot: the page
-// cache keeps them through any crash of the process, and loses them only with the kernel,
-// which means a reboot, after which the kubelet prepares the claims again and the files
-// are written again. An fsync of the file and its directory would cost a journal commit
-// per prepare (0.3 ms on a quiet virtual disk, milliseconds on a busy node's disk) and
-// buy nothing. docs/kubelet-plugin.md ("What is written to disk, and why nothing is
-// fsynced") has the whole argument.
+// Nothing is fsynced unless the caller asks ([Sync]), on purpose. Every file the driver
+// writes without it (the checkpoint, CDI specs, device metadata files) describes claims
+// prepared during the current boot: the page cache keeps them through any crash of the
+// process, and loses them only with the kernel, which means a reboot, after which the
+// kubelet prepares the claims again and the files are written again. An fsync of the file
+// and its directory would cost a journal commit per prepare (0.3 ms on a quiet virtual
+// disk, milliseconds on a busy node's disk) and buy nothing. docs/kubelet-plugin.md ("What
+// is written to disk, and why nothing is fsynced") has the whole argument.
 //
 // For the same reason a file is not renamed over the old one but exchanged with it
 // (renameat2 RENAME_EXCHANGE), and the old one, now under the temporary name, unlinked.
@@ -23,22 +23,63 @@ package atomicfile
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
 
+// Option changes how a write is made; the defaults are the package comment's: no fsync,
+// no check.
+type Option func(*options)
+
+type options struct {
+	sync  bool
+	check func(tmp string) error
+}
+
+// Sync makes the write durable: the temporary file is fsynced before it takes the name's
+// place and the directory after, so that the new content survives a power loss once the
+// call has returned. For files that must outlive a reboot (the hook binary installed on
+// the host), not for the driver's state of the current boot (see the package comment).
+func Sync() Option { return func(o *options) { o.sync = true } }
+
+// Check runs check on the temporary file, written whole, closed and with its final mode,
+// before it takes the name's place; an error from check fails the write and is returned
+// as it is (the caller's own words about its own content), and the name is left as it
+// was. For files whose readers must never see content they would refuse (a CDI spec).
+func Check(check func(tmp string) error) Option {
+	return func(o *options) { o.check = check }
+}
+
 // WriteFile writes data to name with mode perm (the umask does not apply): into a
 // temporary file in the same directory, hidden and ending in .tmp so that directory scans
 // (the container runtime's CDI watcher) skip it, which then takes name's place (see the
-// package comment). On an error the temporary file is removed and name is left as it was.
-func WriteFile(name string, data []byte, perm os.FileMode) (err error) {
+// package comment). On an error the temporary file is removed and name is left as it
+// was, except after [Sync]'s fsync of the directory failed: then name has the new
+// content, which may not survive a power loss.
+func WriteFile(name string, data []byte, perm os.FileMode, opts ...Option) error {
+	return Write(name, perm, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	}, opts...)
+}
+
+// Write is [WriteFile] with the content written by write, for content that is streamed
+// rather than held in memory (an image archive). An error from write fails the write,
+// wrapped, and leaves name as it was.
+func Write(name string, perm os.FileMode, write func(io.Writer) error, opts ...Option) (err error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	dir, base := filepath.Split(name)
 	if dir == "" {
 		dir = "."
 	}
-	tmp, err := os.CreateTemp(dir, TempPrefix(base)+"*.tmp")
+	tmp, err := os.CreateTemp(dir, TempPrefix(base)+"*"+tempSuffix)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
@@ -47,23 +88,56 @@ func WriteFile(name string, data []byte, perm os.FileMode) (err error) {
 			_ = os.Remove(tmp.Name())
 		}
 	}()
-	_, err = tmp.Write(data)
+	err = write(tmp)
 	if err == nil && perm != 0o600 {
 		err = tmp.Chmod(perm) // CreateTemp makes 0600 whatever perm and the umask say
 	}
+	if err == nil && o.sync {
+		err = tmp.Sync()
+	}
 	err = errors.Join(err, tmp.Close())
+	if err == nil && o.check != nil {
+		if err = o.check(tmp.Name()); err != nil {
+			return err
+		}
+	}
 	if err == nil {
 		err = replace(tmp.Name(), name)
 	}
 	if err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
+	if o.sync {
+		// The name is the new file's from here on: an error no longer removes it.
+		if serr := syncDir(dir); serr != nil {
+			return fmt.Errorf("write %s: %w", name, serr)
+		}
+	}
 	return nil
 }
+
+// syncDir fsyncs the directory dir, which makes the renames and unlinks in it durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	return errors.Join(d.Sync(), d.Close())
+}
+
+// tempSuffix ends the names of temporary files.
+const tempSuffix = ".tmp"
 
 // TempPrefix is how the names of base's temporary files start; they end in ".tmp". A
 // temporary file outlives its write only if the process died during it.
 func TempPrefix(base string) string { return "." + base + "." }
+
+// IsTemp reports whether name, an entry of a directory, is a temporary file of a write
+// to base in the same directory: what a crash during the write leaves behind, for the
+// owner of base to remove.
+func IsTemp(base, name string) bool {
+	return strings.HasPrefix(name, TempPrefix(base)) && strings.HasSuffix(name, tempSuffix)
+}
 
 // replace puts the file tmp in dst's place: exchanged with a regular file (or a
 // symlink) that is there, renamed otherwise, and by a rename also where the file system

@@ -1,6 +1,7 @@
 package atomicfile
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -45,27 +46,202 @@ func TestWriteFile(t *testing.T) {
 	}
 }
 
-// TestWriteFileFailureLeavesTheOldFile writes over a directory, which the rename refuses:
-// the error names the path, and neither the old entry nor a temporary file is left
-// changed or behind.
-func TestWriteFileFailureLeavesTheOldFile(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "taken")
-	if err := os.Mkdir(path, 0o755); err != nil {
-		t.Fatal(err)
+// TestWriteOptions writes over an old file with each option and way of writing: the new
+// content and mode are in place and nothing else is left in the directory.
+func TestWriteOptions(t *testing.T) {
+	tests := []struct {
+		name  string
+		perm  os.FileMode
+		write func(path string, perm os.FileMode) error
+		// checked, when set, is what the check must have seen of the temporary file.
+		checked string
+	}{
+		{
+			name:  "sync",
+			perm:  0o755,
+			write: func(path string, perm os.FileMode) error { return WriteFile(path, []byte("new"), perm, Sync()) },
+		},
+		{
+			name: "check sees the whole temporary file with its mode",
+			perm: 0o644,
+			write: func(path string, perm os.FileMode) error {
+				return WriteFile(path, []byte("new"), perm, Check(func(tmp string) error {
+					if !IsTemp(filepath.Base(path), filepath.Base(tmp)) || filepath.Dir(tmp) != filepath.Dir(path) {
+						return fmt.Errorf("check got %s, not a temporary file of %s", tmp, path)
+					}
+					data, err := os.ReadFile(tmp)
+					if err != nil {
+						return err
+					}
+					st, err := os.Stat(tmp)
+					if err != nil {
+						return err
+					}
+					if string(data) != "new" || st.Mode().Perm() != perm {
+						return fmt.Errorf("check saw %q mode %v, want %q mode %v", data, st.Mode().Perm(), "new", perm)
+					}
+					return nil
+				}))
+			},
+		},
+		{
+			name: "streamed in pieces",
+			perm: 0o644,
+			write: func(path string, perm os.FileMode) error {
+				return Write(path, perm, func(w io.Writer) error {
+					for _, piece := range []string{"n", "e", "w"} {
+						if _, err := io.Copy(w, strings.NewReader(piece)); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+			},
+		},
+		{
+			name: "streamed, synced and checked",
+			perm: 0o600,
+			write: func(path string, perm os.FileMode) error {
+				return Write(path, perm, func(w io.Writer) error {
+					_, err := io.WriteString(w, "new")
+					return err
+				}, Sync(), Check(func(string) error { return nil }))
+			},
+		},
 	}
-	err := WriteFile(path, []byte("new"), 0o644)
-	if err == nil || !strings.Contains(err.Error(), path) {
-		t.Fatalf("error %v, want one naming %s", err, path)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "file")
+			if err := os.WriteFile(path, []byte("old content"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := tt.write(path, tt.perm); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := os.ReadFile(path); err != nil || string(got) != "new" {
+				t.Errorf("content %q (%v), want %q", got, err, "new")
+			}
+			if st, err := os.Stat(path); err != nil || st.Mode().Perm() != tt.perm {
+				t.Errorf("mode %v (%v), want %v", st.Mode().Perm(), err, tt.perm)
+			}
+			assertOnly(t, dir, "file")
+		})
 	}
-	if st, err := os.Stat(path); err != nil || !st.IsDir() {
-		t.Errorf("%s changed: %v %v", path, st, err)
-	}
-	assertOnly(t, dir, "taken")
+}
 
-	missing := filepath.Join(dir, "no-such-dir", "f")
+// TestWriteFailureLeavesTheTarget makes each step of a write fail: the error names the
+// path (or is the check's own), and the old entry is left as it was, no temporary file
+// behind.
+func TestWriteFailureLeavesTheTarget(t *testing.T) {
+	errCheck := errors.New("spec refused")
+	errWrite := errors.New("encoder failed")
+	tests := []struct {
+		name string
+		// dirTarget makes the target a directory, which the rename refuses.
+		dirTarget bool
+		write     func(path string) error
+		// want is the error to find with errors.Is; nil for any error naming the path.
+		want error
+	}{
+		{
+			name:      "rename refused",
+			dirTarget: true,
+			write:     func(path string) error { return WriteFile(path, []byte("new"), 0o644) },
+		},
+		{
+			name:      "rename refused after sync",
+			dirTarget: true,
+			write:     func(path string) error { return WriteFile(path, []byte("new"), 0o644, Sync()) },
+		},
+		{
+			name: "check fails",
+			write: func(path string) error {
+				return WriteFile(path, []byte("new"), 0o644, Check(func(string) error { return errCheck }))
+			},
+			want: errCheck,
+		},
+		{
+			name: "write fails half way",
+			write: func(path string) error {
+				return Write(path, 0o644, func(w io.Writer) error {
+					if _, err := io.WriteString(w, "half of the new"); err != nil {
+						return err
+					}
+					return errWrite
+				}, Sync())
+			},
+			want: errWrite,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "target")
+			var err error
+			if tt.dirTarget {
+				err = os.Mkdir(path, 0o755)
+			} else {
+				err = os.WriteFile(path, []byte("old"), 0o600)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = tt.write(path)
+			switch {
+			case err == nil:
+				t.Fatal("the write succeeded")
+			case tt.want == errCheck && err != errCheck:
+				t.Errorf("error %v, want the check's own error", err)
+			case tt.want != nil && !errors.Is(err, tt.want):
+				t.Errorf("error %v, want one wrapping %v", err, tt.want)
+			case tt.want != errCheck && !strings.Contains(err.Error(), path):
+				t.Errorf("error %v, want one naming %s", err, path)
+			}
+			if tt.dirTarget {
+				if st, err := os.Stat(path); err != nil || !st.IsDir() {
+					t.Errorf("%s changed: %v %v", path, st, err)
+				}
+			} else if got, err := os.ReadFile(path); err != nil || string(got) != "old" {
+				t.Errorf("%s holds %q (%v), want it unchanged", path, got, err)
+			}
+			assertOnly(t, dir, "target")
+		})
+	}
+
+	missing := filepath.Join(t.TempDir(), "no-such-dir", "f")
 	if err := WriteFile(missing, nil, 0o644); err == nil || !strings.Contains(err.Error(), missing) {
 		t.Errorf("error %v, want one naming %s", err, missing)
+	}
+}
+
+func TestIsTemp(t *testing.T) {
+	tests := []struct {
+		name string
+		want bool
+	}{
+		{TempPrefix("checkpoint.json") + "123.tmp", true},
+		{".checkpoint.json.456.tmp", true},
+		{"checkpoint.json", false},
+		{"checkpoint.json.123.tmp", false},  // not hidden: not ours
+		{".checkpoint.json.123", false},     // no suffix
+		{".other.json.123.tmp", false},      // another file's
+		{".checkpoint.json.corrupt", false}, // not a temporary file
+	}
+	for _, tt := range tests {
+		if got := IsTemp("checkpoint.json", tt.name); got != tt.want {
+			t.Errorf("IsTemp(checkpoint.json, %q) = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	// What CreateTemp makes of the pattern WriteFile gives it.
+	dir := t.TempDir()
+	f, err := os.CreateTemp(dir, TempPrefix("x.json")+"*"+tempSuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if !IsTemp("x.json", filepath.Base(f.Name())) {
+		t.Errorf("IsTemp does not know %s", f.Name())
 	}
 }
 
