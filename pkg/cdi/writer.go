@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
+
+	"github.com/rdma-dra/rdma-dra-driver/pkg/atomicfile"
 )
 
 // specPerm lets the runtime (and an operator) read the spec; only the plugin writes.
@@ -83,9 +85,11 @@ func (w *Writer) Write(ctx context.Context, claimUID string, devices []ClaimDevi
 }
 
 // writeSpecFile writes data as dir/name so that a reader (the container runtime's
-// watcher) sees the old file or the whole new one, also after the plugin crashed: temp
-// file, rename. The temp file is validated by the CDI library's own loader before it is
-// renamed, so a spec the runtime would refuse never appears under its real name.
+// watcher) sees the old file or the whole new one, also after the plugin crashed
+// (atomicfile: a hidden temporary file, without a .json/.yaml extension so that the
+// runtime's scan skips it, which then takes the name). The temporary file is validated by
+// the CDI library's own loader first, so a spec the runtime would refuse never appears
+// under its real name.
 //
 // Nothing is fsynced: the spec directory is /var/run/cdi, a tmpfs on real nodes (where
 // fsync does nothing), and wherever it is not, losing the page cache means a kernel crash
@@ -93,37 +97,16 @@ func (w *Writer) Write(ctx context.Context, claimUID string, devices []ClaimDevi
 // specs of the earlier boot (docs/kubelet-plugin.md, "Why nothing is fsynced").
 //
 // The library's Cache.WriteSpec is not used: it leaves the file 0600.
-func writeSpecFile(dir, name string, data []byte) (err error) {
+func writeSpecFile(dir, name string, data []byte) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create CDI spec dir: %w", err)
 	}
-	// Hidden and without a .json/.yaml extension, so the runtime's scan skips it.
-	tmp, err := os.CreateTemp(dir, "."+name+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("create temporary CDI spec: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			_ = os.Remove(tmp.Name())
+	return atomicfile.WriteFile(filepath.Join(dir, name), data, specPerm, atomicfile.Check(func(tmp string) error {
+		if _, err := cdiapi.ReadSpec(tmp, 0); err != nil {
+			return fmt.Errorf("validate CDI spec: %w", err)
 		}
-	}()
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Chmod(specPerm) // CreateTemp makes 0600 whatever the umask
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("write temporary CDI spec: %w", err)
-	}
-	if _, err = cdiapi.ReadSpec(tmp.Name(), 0); err != nil {
-		return fmt.Errorf("validate CDI spec: %w", err)
-	}
-	if err = os.Rename(tmp.Name(), filepath.Join(dir, name)); err != nil {
-		return fmt.Errorf("rename CDI spec: %w", err)
-	}
-	return nil
+		return nil
+	}))
 }
 
 // Remove removes the claim's spec file and any temporary file a crash left behind. A
@@ -137,7 +120,7 @@ func (w *Writer) Remove(ctx context.Context, claimUID string) error {
 	// Temporary files of this claim that a crash left behind (see writeSpecFile).
 	entries, _ := os.ReadDir(w.opts.SpecDir)
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), "."+name+".") && strings.HasSuffix(e.Name(), ".tmp") {
+		if atomicfile.IsTemp(name, e.Name()) {
 			paths = append(paths, filepath.Join(w.opts.SpecDir, e.Name()))
 		}
 	}
