@@ -3,14 +3,13 @@ package plugin
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 
 	"k8s.io/klog/v2"
 
+	"github.com/rdma-dra/rdma-dra-driver/pkg/atomicfile"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/cdi"
 )
 
@@ -29,7 +28,7 @@ func DefaultHookSource() (string, error) {
 // from the host's file system, so dir must be the same path in the plugin's container
 // and on the host (a hostPath mount of the same path).
 //
-// The copy is atomic (temp file, fsync, rename): a runtime starting a container at the
+// The copy is atomic (atomicfile, with fsync of file and directory): a runtime starting a container at the
 // same moment runs the old or the new binary, never half of one. An identical binary
 // is left alone.
 func InstallHook(ctx context.Context, source, dir, name string) (string, error) {
@@ -48,38 +47,9 @@ func InstallHook(ctx context.Context, source, dir, name string) (string, error) 
 		klog.FromContext(ctx).V(2).Info("Hook binary is up to date", "path", dst)
 		return dst, nil
 	}
-	tmp, err := os.CreateTemp(dir, "."+name+".*.tmp")
-	if err != nil {
-		return "", fmt.Errorf("create temporary hook binary: %w", err)
-	}
-	done := false
-	defer func() {
-		if !done {
-			_ = tmp.Close()
-			_ = os.Remove(tmp.Name())
-		}
-	}()
-	if _, err := io.Copy(tmp, bytes.NewReader(data)); err != nil {
-		return "", fmt.Errorf("write hook binary: %w", err)
-	}
-	if err := tmp.Chmod(0o755); err != nil {
-		return "", fmt.Errorf("set hook mode: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return "", fmt.Errorf("sync hook binary: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return "", fmt.Errorf("close hook binary: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), dst); err != nil {
+	// Synced: the hook lives on the host's disk and must be whole after a power loss.
+	if err := atomicfile.WriteFile(dst, data, 0o755, atomicfile.Sync()); err != nil {
 		return "", fmt.Errorf("install hook binary: %w", err)
-	}
-	done = true
-	if d, err := os.Open(dir); err == nil {
-		err = errors.Join(d.Sync(), d.Close())
-		if err != nil {
-			return "", fmt.Errorf("sync hook directory: %w", err)
-		}
 	}
 	klog.FromContext(ctx).Info("Installed hook binary", "source", source, "path", dst)
 	return dst, nil

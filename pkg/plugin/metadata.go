@@ -70,7 +70,9 @@ func deviceMetadataOptions(cdiDir string) []kubeletplugin.Option {
 // kubelet prepares the claim again then (docs/kubelet-plugin.md, "Why nothing is
 // fsynced"). The other operations keep the helper's defaults.
 func metadataFileOps() kubeletplugin.MetadataFileOperations {
-	return kubeletplugin.MetadataFileOperations{WriteFile: atomicfile.WriteFile}
+	return kubeletplugin.MetadataFileOperations{WriteFile: func(name string, data []byte, perm os.FileMode) error {
+		return atomicfile.WriteFile(name, data, perm)
+	}}
 }
 
 // MetadataWriter rewrites the metadata file of a prepared claim's request;
