@@ -196,9 +196,8 @@ func (s *Store) save(cp *Checkpoint) ([]byte, error) {
 // over it would fail every prepare.
 func (s *Store) removeTempFiles() {
 	entries, _ := os.ReadDir(s.dir)
-	prefix := atomicfile.TempPrefix(FileName)
 	for _, e := range entries {
-		if n := e.Name(); strings.HasPrefix(n, prefix) && strings.HasSuffix(n, ".tmp") && e.Type().IsRegular() {
+		if n := e.Name(); atomicfile.IsTemp(FileName, n) && e.Type().IsRegular() {
 			_ = os.Remove(filepath.Join(s.dir, n))
 		}
 	}
