@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rdma-dra/rdma-dra-driver/pkg/atomicfile"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/sysfs"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -222,23 +223,5 @@ func (k *EmulatedKernel) FindGID(ctx context.Context, ibdev string, port int, nd
 
 // writeAtomic replaces the file name with value: readers see the old or the new content.
 func writeAtomic(name, value string) error {
-	dir := filepath.Dir(name)
-	f, err := os.CreateTemp(dir, ".tmp-*")
-	if err != nil {
-		return err
-	}
-	_, werr := f.WriteString(value)
-	if err := f.Close(); werr == nil {
-		werr = err
-	}
-	if werr == nil {
-		werr = os.Chmod(f.Name(), 0o644)
-	}
-	if werr == nil {
-		werr = os.Rename(f.Name(), name)
-	}
-	if werr != nil {
-		_ = os.Remove(f.Name())
-	}
-	return werr
+	return atomicfile.WriteFile(name, []byte(value), 0o644)
 }

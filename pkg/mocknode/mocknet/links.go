@@ -11,6 +11,8 @@ import (
 	"slices"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/rdma-dra/rdma-dra-driver/pkg/atomicfile"
 )
 
 // PeerPrefix starts the names of the host ends of veth stand-ins: rdmock0, rdmock1, ...
@@ -297,14 +299,7 @@ func WriteRecord(file string, rec *Plan) error {
 	if err != nil {
 		return err
 	}
-	tmp := file + ".tmp"
-	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, file); err != nil {
-		return fmt.Errorf("replace %s: %w", file, err)
-	}
-	return nil
+	return atomicfile.WriteFile(file, append(data, '\n'), 0o644)
 }
 
 // ReadRecord reads a record; a missing file is an empty record.
