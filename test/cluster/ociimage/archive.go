@@ -16,6 +16,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+
+	"github.com/rdma-dra/rdma-dra-driver/pkg/atomicfile"
 )
 
 // Annotations of the archive's index.json entry.
@@ -41,7 +43,7 @@ func WriteArchive(w io.Writer, img Image) error {
 
 // WriteArchiveFile writes img to the file at path, atomically.
 func WriteArchiveFile(path string, img Image) error {
-	return writeFileAtomic(path, func(w io.Writer) error { return WriteArchive(w, img) })
+	return atomicfile.Write(path, 0o644, func(w io.Writer) error { return WriteArchive(w, img) })
 }
 
 // Write writes an image, or an index of images (one per platform), as an OCI image-layout
@@ -88,7 +90,7 @@ func Write(w io.Writer, ref string, m mutate.Appendable) error {
 
 // WriteFile writes an image or an index to the file at path, atomically (see Write).
 func WriteFile(path, ref string, m mutate.Appendable) error {
-	return writeFileAtomic(path, func(w io.Writer) error { return Write(w, ref, m) })
+	return atomicfile.Write(path, 0o644, func(w io.Writer) error { return Write(w, ref, m) })
 }
 
 // tarDir writes the files under dir as a tar stream, in lexical order, owned by root, with
@@ -130,30 +132,6 @@ func tarDir(w io.Writer, dir string) error {
 	}
 	if err := tw.Close(); err != nil {
 		return fmt.Errorf("close archive: %w", err)
-	}
-	return nil
-}
-
-// writeFileAtomic writes the file at path through write, via a temporary file beside it.
-func writeFileAtomic(path string, write func(io.Writer) error) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".ociimage-*")
-	if err != nil {
-		return fmt.Errorf("create temp file for %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	if err := write(tmp); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", tmp.Name(), err)
-	}
-	// CreateTemp makes the file private; an image archive is not a secret.
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return fmt.Errorf("chmod %s: %w", tmp.Name(), err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("rename to %s: %w", path, err)
 	}
 	return nil
 }
