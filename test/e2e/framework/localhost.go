@@ -17,6 +17,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/rdma-dra/rdma-dra-driver/pkg/atomicfile"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/mocknode/mocknet"
 )
 
@@ -66,8 +67,8 @@ func (h *LocalHost) Lstat(path string) (fs.FileInfo, error) { return os.Lstat(pa
 // Readlink implements Host.
 func (h *LocalHost) Readlink(path string) (string, error) { return os.Readlink(path) }
 
-// WriteFile implements Host. A file that does not exist yet is written into its
-// directory's resolved path.
+// WriteFile implements Host, atomically: a reader (the plugin) sees the old content or
+// the new. A file that does not exist yet is written into its directory's resolved path.
 func (h *LocalHost) WriteFile(path string, data []byte) error {
 	resolved, err := filepath.EvalSymlinks(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -79,14 +80,7 @@ func (h *LocalHost) WriteFile(path string, data []byte) error {
 	if err != nil {
 		return fmt.Errorf("resolve %s: %w", path, err)
 	}
-	tmp := resolved + ".e2e-tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, resolved); err != nil {
-		return fmt.Errorf("replace %s: %w", resolved, err)
-	}
-	return nil
+	return atomicfile.WriteFile(resolved, data, 0o644)
 }
 
 // Remove implements Host.

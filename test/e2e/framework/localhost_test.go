@@ -1,11 +1,11 @@
 package framework
 
 import (
-	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/rdma-dra/rdma-dra-driver/pkg/atomicfile"
 )
 
 // TestLocalHostWriteFile: a write through a symbolic link replaces the file it resolves
@@ -45,8 +45,14 @@ func TestLocalHostWriteFile(t *testing.T) {
 			if st, err := h.Lstat(tc.read); err != nil || !st.Mode().IsRegular() {
 				t.Errorf("%s: %v (%v), want a regular file", tc.read, st, err)
 			}
-			if _, err := os.Lstat(tc.read + ".e2e-tmp"); !errors.Is(err, fs.ErrNotExist) {
-				t.Errorf("temporary file left: %v", err)
+			entries, err := os.ReadDir(filepath.Dir(tc.read))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range entries {
+				if atomicfile.IsTemp(filepath.Base(tc.read), e.Name()) {
+					t.Errorf("temporary file left: %s", e.Name())
+				}
 			}
 		})
 	}
