@@ -12,7 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/rdma-dra/rdma-dra-driver/internal/metricsdoc"
+	"github.com/rdma-dra/rdma-dra-driver/internal/testutil/metricsdoc"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/metrics"
 )
 

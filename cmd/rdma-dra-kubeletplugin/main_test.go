@@ -11,7 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/rdma-dra/rdma-dra-driver/internal/cliflags"
-	"github.com/rdma-dra/rdma-dra-driver/internal/doctable"
+	"github.com/rdma-dra/rdma-dra-driver/internal/testutil/doctable"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/plugin"
 )
 

@@ -9,7 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
-	"github.com/rdma-dra/rdma-dra-driver/internal/doctable"
+	"github.com/rdma-dra/rdma-dra-driver/internal/testutil/doctable"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 )
 

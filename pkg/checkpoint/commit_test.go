@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/rdma-dra/rdma-dra-driver/internal/testwait"
+	"github.com/rdma-dra/rdma-dra-driver/internal/testutil/testwait"
 )
 
 // TestUpdateGroupsConcurrentChanges holds one commit while others queue, and checks that

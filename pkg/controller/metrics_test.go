@@ -9,7 +9,7 @@ import (
 	"k8s.io/component-base/metrics/testutil"
 
 	v1alpha1 "github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
-	"github.com/rdma-dra/rdma-dra-driver/internal/metricsdoc"
+	"github.com/rdma-dra/rdma-dra-driver/internal/testutil/metricsdoc"
 )
 
 // poolGauge returns the value of one pool's series of the gauge name.

@@ -12,7 +12,7 @@ import (
 	dracel "k8s.io/dynamic-resource-allocation/cel"
 	"sigs.k8s.io/yaml"
 
-	"github.com/rdma-dra/rdma-dra-driver/internal/doctable"
+	"github.com/rdma-dra/rdma-dra-driver/internal/testutil/doctable"
 )
 
 var update = flag.Bool("update", false, "rewrite the attribute table of docs/device-model.md from the code")

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-dra/rdma-dra-driver/internal/metricsdoc"
+	"github.com/rdma-dra/rdma-dra-driver/internal/testutil/metricsdoc"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/portcounters"
 )
 

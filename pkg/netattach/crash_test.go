@@ -11,7 +11,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	testclock "k8s.io/utils/clock/testing"
 
-	"github.com/rdma-dra/rdma-dra-driver/internal/testwait"
+	"github.com/rdma-dra/rdma-dra-driver/internal/testutil/testwait"
 )
 
 // countSteps runs one clean Attach and Detach of spec and returns how many journal

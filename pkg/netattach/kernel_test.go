@@ -16,7 +16,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	testclock "k8s.io/utils/clock/testing"
 
-	"github.com/rdma-dra/rdma-dra-driver/internal/testwait"
+	"github.com/rdma-dra/rdma-dra-driver/internal/testutil/testwait"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/mocknode"
 )
 

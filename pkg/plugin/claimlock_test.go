@@ -9,7 +9,7 @@ import (
 
 	testclock "k8s.io/utils/clock/testing"
 
-	"github.com/rdma-dra/rdma-dra-driver/internal/testwait"
+	"github.com/rdma-dra/rdma-dra-driver/internal/testutil/testwait"
 )
 
 // TestClaimLocks checks the claim locks within one process and across two (two

@@ -11,7 +11,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	testclock "k8s.io/utils/clock/testing"
 
-	"github.com/rdma-dra/rdma-dra-driver/internal/testwait"
+	"github.com/rdma-dra/rdma-dra-driver/internal/testutil/testwait"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
 )
 

@@ -21,7 +21,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/rdma-dra/rdma-dra-driver/internal/cliflags"
-	"github.com/rdma-dra/rdma-dra-driver/internal/testwait"
+	"github.com/rdma-dra/rdma-dra-driver/internal/testutil/testwait"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/metricsauth"
 )
 

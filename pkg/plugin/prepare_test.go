@@ -17,7 +17,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
-	"github.com/rdma-dra/rdma-dra-driver/internal/testwait"
+	"github.com/rdma-dra/rdma-dra-driver/internal/testutil/testwait"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/cdi"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
 )

@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/klog/v2/ktesting"
 
-	"github.com/rdma-dra/rdma-dra-driver/internal/testwait"
+	"github.com/rdma-dra/rdma-dra-driver/internal/testutil/testwait"
 )
 
 func TestReadyFileFollowsRegistration(t *testing.T) {

@@ -17,7 +17,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
 	"github.com/rdma-dra/rdma-dra-driver/internal/cliflags"
-	"github.com/rdma-dra/rdma-dra-driver/internal/testwait"
+	"github.com/rdma-dra/rdma-dra-driver/internal/testutil/testwait"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/cdi"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"

@@ -11,7 +11,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/rdma-dra/rdma-dra-driver/internal/testwait"
+	"github.com/rdma-dra/rdma-dra-driver/internal/testutil/testwait"
 )
 
 // TestSummarizeQuantiles checks the nearest-rank quantiles at the sample sizes of
