@@ -51,10 +51,19 @@ var models = []Model{ModelDefault, ModelLegacy, ModelPerNIC, ModelFewAttributes}
 
 // build is model m of the profile's inventory on node.
 func (k *kind) build(node string, m Model) (*devicemodel.Result, error) {
-	legacy := m == ModelLegacy
-	res, err := devicemodel.Build(k.inv, ModelOptions(node, legacy))
+	res, err := BuildModel(k.inv, node, m)
 	if err != nil {
-		return nil, fmt.Errorf("build the %s model of %s (%s): %w", m, node, k.profile, err)
+		return nil, fmt.Errorf("%s: %w", k.profile, err)
+	}
+	return res, nil
+}
+
+// BuildModel is model m of a node with inventory inv: the plugin's own for the default
+// and the legacy model, derived from the default model for the others.
+func BuildModel(inv *discovery.Inventory, node string, m Model) (*devicemodel.Result, error) {
+	res, err := devicemodel.Build(inv, ModelOptions(node, m == ModelLegacy))
+	if err != nil {
+		return nil, fmt.Errorf("build the %s model of %s: %w", m, node, err)
 	}
 	switch m {
 	case ModelDefault, ModelLegacy:
@@ -63,6 +72,8 @@ func (k *kind) build(node string, m Model) (*devicemodel.Result, error) {
 		return perNIC(res), nil
 	case ModelFewAttributes:
 		return withAttributes(res, fewAttributes), nil
+	case ModelCapacity:
+		return capacityModel(res), nil
 	}
 	return nil, fmt.Errorf("unknown model %q", m)
 }

@@ -44,6 +44,12 @@ const (
 	// model of this driver either: it measures what the other attributes cost the
 	// scheduler.
 	ModelFewAttributes Model = "few-attributes"
+	// ModelCapacity is one device per port that serves both shares and whole ports
+	// through consumable capacity: the default model's shared devices without counters.
+	// A share asks for the default capacity (one share), a whole port for every share.
+	// Not a model of this driver: the scheduler benchmark measures what it would cost
+	// (docs/benchmarks-schedperf.md).
+	ModelCapacity Model = "capacity"
 )
 
 // fewAttributes are the attributes ModelFewAttributes keeps, as published (the driver's
@@ -280,7 +286,7 @@ func (p *nodePublisher) publish(ctx context.Context, m Model) error {
 		p.pub = plugin.NewPublisher(p.disc, ModelOptions(p.node.Name, false), choice, plugin.PublisherOptions{})
 		p.pub.SetSink(p.sink)
 		return p.pub.Sync(ctx)
-	case ModelPerNIC, ModelFewAttributes:
+	case ModelPerNIC, ModelFewAttributes, ModelCapacity:
 		p.pub = nil
 		res, err := p.kind.build(p.node.Name, m)
 		if err != nil {
@@ -300,6 +306,18 @@ func (p *nodePublisher) stop() {
 // perNIC derives the one-device-per-NIC model from the default model: its exclusive
 // devices without counters.
 func perNIC(def *devicemodel.Result) *devicemodel.Result {
+	return withoutCounters(def, devicemodel.ModeExclusive)
+}
+
+// capacityModel derives ModelCapacity from the default model: its shared devices, whose
+// consumable shares alone keep a port's claims apart, without counters.
+func capacityModel(def *devicemodel.Result) *devicemodel.Result {
+	return withoutCounters(def, devicemodel.ModeShared)
+}
+
+// withoutCounters derives a model from def that has only def's devices of mode, none
+// consuming counters, and no counter sets; the default model is not changed.
+func withoutCounters(def *devicemodel.Result, mode devicemodel.Mode) *devicemodel.Result {
 	out := &devicemodel.Result{Devices: map[string]devicemodel.Device{}, DriverName: def.DriverName, NodeName: def.NodeName, PoolName: def.PoolName}
 	out.Resources.Pools = map[string]resourceslice.Pool{}
 	for name, pool := range def.Resources.Pools {
@@ -307,7 +325,7 @@ func perNIC(def *devicemodel.Result) *devicemodel.Result {
 		for _, s := range pool.Slices {
 			var devs []resourceapi.Device
 			for _, d := range s.Devices {
-				if def.Devices[d.Name].Mode != devicemodel.ModeExclusive {
+				if def.Devices[d.Name].Mode != mode {
 					continue
 				}
 				d = *d.DeepCopy()

@@ -119,42 +119,61 @@ func TestFillDevices(t *testing.T) {
 	}
 }
 
-func TestPerNIC(t *testing.T) {
+// TestWithoutCounters: the per-NIC and the capacity model are one device per port of
+// the default model's exclusive or shared devices, without counters; the capacity model
+// keeps the shares, which alone keep a port's claims apart, and the default model is
+// not changed by either derivation.
+func TestWithoutCounters(t *testing.T) {
 	k := testKinds(t)[0]
-	def, err := devicemodel.Build(k.inv, ModelOptions("n", false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := perNIC(def)
-	if len(got.Devices) != len(k.inv.Ports) {
-		t.Errorf("%d devices, want one per port (%d)", len(got.Devices), len(k.inv.Ports))
-	}
-	for _, pool := range got.Resources.Pools {
-		for _, s := range pool.Slices {
-			if len(s.Devices) == 0 || len(s.SharedCounters) > 0 {
-				t.Errorf("slice with %d devices and %d counter sets; want devices and no counters", len(s.Devices), len(s.SharedCounters))
+	for _, tc := range []struct {
+		model  Model
+		derive func(*devicemodel.Result) *devicemodel.Result
+		mode   devicemodel.Mode
+		shared bool
+	}{
+		{ModelPerNIC, perNIC, devicemodel.ModeExclusive, false},
+		{ModelCapacity, capacityModel, devicemodel.ModeShared, true},
+	} {
+		t.Run(string(tc.model), func(t *testing.T) {
+			def, err := devicemodel.Build(k.inv, ModelOptions("n", false))
+			if err != nil {
+				t.Fatal(err)
 			}
-			for _, d := range s.Devices {
-				if len(d.ConsumesCounters) > 0 || d.AllowMultipleAllocations != nil && *d.AllowMultipleAllocations {
-					t.Errorf("device %s consumes counters or is shared", d.Name)
+			got := tc.derive(def)
+			if len(got.Devices) != len(k.inv.Ports) {
+				t.Errorf("%d devices, want one per port (%d)", len(got.Devices), len(k.inv.Ports))
+			}
+			for _, pool := range got.Resources.Pools {
+				for _, s := range pool.Slices {
+					if len(s.Devices) == 0 || len(s.SharedCounters) > 0 {
+						t.Errorf("slice with %d devices and %d counter sets; want devices and no counters", len(s.Devices), len(s.SharedCounters))
+					}
+					for _, d := range s.Devices {
+						shared := d.AllowMultipleAllocations != nil && *d.AllowMultipleAllocations
+						if len(d.ConsumesCounters) > 0 || shared != tc.shared {
+							t.Errorf("device %s: %d counter sets consumed, multiple allocations %v; want none and %v", d.Name, len(d.ConsumesCounters), shared, tc.shared)
+						}
+						if _, ok := d.Capacity[devicemodel.SharesCapacity]; ok != tc.shared {
+							t.Errorf("device %s: shares capacity %v, want %v", d.Name, ok, tc.shared)
+						}
+						if def.Devices[d.Name].Mode != tc.mode {
+							t.Errorf("device %s is not a %s device of the default model", d.Name, tc.mode)
+						}
+					}
 				}
-				if def.Devices[d.Name].Mode != devicemodel.ModeExclusive {
-					t.Errorf("device %s is not an exclusive device of the default model", d.Name)
+			}
+			counters := 0
+			for _, pool := range def.Resources.Pools {
+				for _, s := range pool.Slices {
+					for _, d := range s.Devices {
+						counters += len(d.ConsumesCounters)
+					}
 				}
 			}
-		}
-	}
-	// The default model is not changed by the derivation.
-	for _, pool := range def.Resources.Pools {
-		counters := 0
-		for _, s := range pool.Slices {
-			for _, d := range s.Devices {
-				counters += len(d.ConsumesCounters)
+			if counters == 0 {
+				t.Errorf("deriving the %s model removed the default model's counters", tc.model)
 			}
-		}
-		if counters == 0 {
-			t.Error("deriving the per-NIC model removed the default model's counters")
-		}
+		})
 	}
 }
 
