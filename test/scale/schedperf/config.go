@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/rdma-dra/rdma-dra-driver/test/bench/controlplane"
+	"github.com/rdma-dra/rdma-dra-driver/test/scale"
 )
 
 // The labels of the workloads, for scheduler_perf's -perf-scheduling-label-filter.
@@ -24,6 +25,9 @@ const (
 	FullLabel = "performance"
 	// SmokeLabel selects the small workloads: a quick check that the setup works.
 	SmokeLabel = "smoke"
+	// AlternativeLabel marks the workloads of the models other than the default:
+	// "performance,-alternative" runs the reference and the default model only.
+	AlternativeLabel = "alternative"
 )
 
 // TestCase is the name of the one test case of the config; the workloads are its
@@ -36,26 +40,98 @@ type size struct {
 	label string
 	// duration is how long the steady state is measured.
 	duration time.Duration
+	fills    []fill
 }
 
+// sizes: the smoke size checks that every template works, so it runs the half fill
+// only, which uses them all.
 var sizes = []size{
-	{nodes: 50, label: SmokeLabel, duration: 10 * time.Second},
-	{nodes: 1000, label: FullLabel, duration: 30 * time.Second},
+	{nodes: 50, label: SmokeLabel, duration: 10 * time.Second, fills: []fill{half}},
+	{nodes: 1000, label: FullLabel, duration: 30 * time.Second, fills: []fill{empty, half}},
+}
+
+// variant is a device model the nodes publish on our side of a workload.
+type variant struct {
+	// name prefixes the names of its sides; empty for the default model, whose
+	// workloads keep the names of earlier runs (share_empty_1000nodes).
+	name  string
+	model scale.Model
+	// pods are what its measured pods ask for: a share, a whole port or both.
+	pods []pod
+}
+
+// key names the variant's parameters and files.
+func (v variant) key() string {
+	if v.name == "" {
+		return "rdma"
+	}
+	return v.name
+}
+
+// pod is what a measured pod of our side asks for.
+type pod string
+
+const (
+	podShare pod = "share"
+	podPort  pod = "port"
+)
+
+// variants are the device models measured side by side (docs/benchmarks-schedperf.md):
+// the default model; one device per port whose consumable shares serve shares and whole
+// ports alike, without counters; the one-device-per-NIC shape (whole ports only, no
+// counters); the default model with only the attributes the classes select on.
+var variants = []variant{
+	{model: scale.ModelDefault, pods: []pod{podShare, podPort}},
+	{name: "capacity", model: scale.ModelCapacity, pods: []pod{podShare, podPort}},
+	{name: "pernic", model: scale.ModelPerNIC, pods: []pod{podPort}},
+	{name: "fewattrs", model: scale.ModelFewAttributes, pods: []pod{podShare, podPort}},
 }
 
 // side is whose slices the nodes publish and what each measured pod's claim asks for.
 type side struct {
 	name string
 	// reference: the suite's test driver, its 10-device slice per node and its class;
-	// otherwise this driver's slices and a claim of class.
+	// otherwise this driver's slices of variant and a claim for pod.
 	reference bool
-	class     string
+	variant   variant
+	pod       pod
 }
 
-var sides = []side{
-	{name: "reference", reference: true},
-	{name: "share", class: ShareClass},
-	{name: "port", class: PortClass},
+// param is the name of the side's claim template's count parameter.
+func (s side) param() string { return strings.ReplaceAll(s.name, "-", "") + "ClaimTemplate" }
+
+// sides are the reference and every pod of every variant.
+func sides() []side {
+	out := []side{{name: "reference", reference: true}}
+	for _, v := range variants {
+		for _, p := range v.pods {
+			out = append(out, side{name: sideName(v, p), variant: v, pod: p})
+		}
+	}
+	return out
+}
+
+// sideName is the name of the side of variant v whose pods ask for p: share, port,
+// capacity-share, ...
+func sideName(v variant, p pod) string {
+	if v.name == "" {
+		return string(p)
+	}
+	return v.name + "-" + string(p)
+}
+
+// request is what a claim of pod p asks for in model m, whose ports have shares shares:
+// a whole port is an exclusive device, or in the capacity model every share of the
+// port's one device.
+func request(m scale.Model, p pod, shares int64) Request {
+	switch {
+	case p == podShare:
+		return Request{Class: ShareClass}
+	case m == scale.ModelCapacity:
+		return Request{Class: ShareClass, Shares: shares}
+	default:
+		return Request{Class: PortClass}
+	}
 }
 
 // fill is how much of the cluster is allocated before the measurement: that fraction of
@@ -66,7 +142,10 @@ type fill struct {
 	fraction float64
 }
 
-var fills = []fill{{"empty", 0}, {"half", 0.5}}
+var (
+	empty = fill{"empty", 0}
+	half  = fill{"half", 0.5}
+)
 
 const (
 	// referenceDevices is the number of devices in each reference slice, upstream's
@@ -108,10 +187,13 @@ func upstreamPaths(dir string) (upstreamFiles, error) {
 
 // ourFiles are the paths of the templates Write writes.
 type ourFiles struct {
-	slices, classes []string
-	// claimTemplates are by side name.
+	classes []string
+	// slices and fillClaims are by variant key, claimTemplates by side name.
+	slices         map[string][]string
+	fillClaims     map[string]string
 	claimTemplates map[string]string
-	fillClaim      string
+	// ports is the number of ports of a node, the same in every variant.
+	ports int
 }
 
 // UpstreamTemplates returns scheduler_perf's DRA template directory in the module cache
@@ -159,17 +241,38 @@ func Write(ctx context.Context, o Options) (string, error) {
 	}
 
 	files := map[string][]byte{}
-	ours := ourFiles{claimTemplates: map[string]string{}}
+	ours := ourFiles{slices: map[string][]string{}, fillClaims: map[string]string{}, claimTemplates: map[string]string{}}
 	add := func(name string, data []byte) string {
 		files[name] = data
 		return filepath.Join(dir, name)
 	}
-	node, err := SliceTemplates(ctx, o.Profile, filepath.Join(dir, "mock"))
-	if err != nil {
-		return "", err
-	}
-	for i, data := range node.Slices {
-		ours.slices = append(ours.slices, add(fmt.Sprintf("rdma-slice-%d.yaml", i), data))
+	for _, v := range variants {
+		node, err := SliceTemplates(ctx, o.Profile, v.model, filepath.Join(dir, "mock-"+v.key()))
+		if err != nil {
+			return "", err
+		}
+		if ours.ports != 0 && node.Ports != ours.ports {
+			return "", fmt.Errorf("the %s model of %s has %d ports, the default model %d", v.model, o.Profile, node.Ports, ours.ports)
+		}
+		ours.ports = node.Ports
+		for i, data := range node.Slices {
+			ours.slices[v.key()] = append(ours.slices[v.key()], add(fmt.Sprintf("%s-slice-%d.yaml", v.key(), i), data))
+		}
+		// The fill takes whole ports, whatever the measured pods ask for, as the scale
+		// harness's fill does.
+		data, err := FillClaim(v.key(), request(v.model, podPort, node.Shares))
+		if err != nil {
+			return "", err
+		}
+		ours.fillClaims[v.key()] = add("resourceclaim-fill-"+v.key()+".yaml", data)
+		for _, p := range v.pods {
+			data, err := ClaimTemplate(request(v.model, p, node.Shares))
+			if err != nil {
+				return "", err
+			}
+			s := side{name: sideName(v, p)}
+			ours.claimTemplates[s.name] = add("claimtemplate-"+s.name+".yaml", data)
+		}
 	}
 	classes, err := ClassTemplates(o.Repo)
 	if err != nil {
@@ -178,25 +281,8 @@ func Write(ctx context.Context, o Options) (string, error) {
 	for _, name := range slices.Sorted(maps.Keys(classes)) {
 		ours.classes = append(ours.classes, add("deviceclass-"+name+".yaml", classes[name]))
 	}
-	for _, s := range sides {
-		if s.reference {
-			continue
-		}
-		data, err := ClaimTemplate(s.class)
-		if err != nil {
-			return "", err
-		}
-		ours.claimTemplates[s.name] = add("claimtemplate-"+s.name+".yaml", data)
-	}
-	// The fill takes whole ports, whatever the measured pods ask for, as the scale
-	// harness's fill does.
-	data, err := FillClaim(PortClass)
-	if err != nil {
-		return "", err
-	}
-	ours.fillClaim = add("resourceclaim-fill.yaml", data)
 
-	data, err = yaml.Marshal(config(up, ours, node.Ports))
+	data, err := yaml.Marshal(config(up, ours))
 	if err != nil {
 		return "", fmt.Errorf("encode the performance config: %w", err)
 	}
@@ -243,47 +329,51 @@ type (
 )
 
 // The workload parameters. An op whose side is not measured gets a count of 0, so that
-// every workload runs the same ops: the nodes carry either the reference slices or ours,
-// and exactly one claim template exists.
+// every workload runs the same ops: the nodes carry either the reference slices or one
+// variant's, and exactly one claim template exists.
 const (
 	paramNodes                  = "nodes"
 	paramReferenceSlices        = "referenceSlices"
-	paramRdmaSlices             = "rdmaSlices"
 	paramReferenceFillClaims    = "referenceFillClaims"
-	paramRdmaFillClaims         = "rdmaFillClaims"
 	paramReferenceClaimTemplate = "referenceClaimTemplate"
 	paramDuration               = "duration"
 )
 
-// claimTemplateParam is the count parameter of the claim template of our side s.
-func claimTemplateParam(s string) string { return s + "ClaimTemplate" }
+// slicesParam and fillParam are the count parameters of a variant's slices and fill
+// claims.
+func slicesParam(v variant) string { return v.key() + "Slices" }
+func fillParam(v variant) string   { return v.key() + "FillClaims" }
 
 // config is the one test case: nodes, then either the reference slices (upstream's
-// template) or ours, every class, the fill, one claim template and the measured pods,
-// kept at measuredPods pending in a steady state for the workload's duration with
+// template) or a variant's, every class, the fill, one claim template and the measured
+// pods, kept at measuredPods pending in a steady state for the workload's duration with
 // scheduler_perf's metrics (SchedulingThroughput among them) collected.
-func config(up upstreamFiles, ours ourFiles, ports int) []testCase {
+func config(up upstreamFiles, ours ourFiles) []testCase {
 	ops := []op{
 		{Opcode: "createNodes", NodeTemplatePath: up.node, CountParam: "$" + paramNodes},
 		{Opcode: "createAny", TemplatePath: up.slice, CountParam: "$" + paramReferenceSlices,
 			TemplateParams: map[string]any{"numDevices": referenceDevices}},
 	}
-	for _, p := range ours.slices {
-		ops = append(ops, op{Opcode: "createAny", TemplatePath: p, CountParam: "$" + paramRdmaSlices})
+	for _, v := range variants {
+		for _, p := range ours.slices[v.key()] {
+			ops = append(ops, op{Opcode: "createAny", TemplatePath: p, CountParam: "$" + slicesParam(v)})
+		}
 	}
 	ops = append(ops, op{Opcode: "createAny", TemplatePath: up.class})
 	for _, p := range ours.classes {
 		ops = append(ops, op{Opcode: "createAny", TemplatePath: p})
 	}
+	ops = append(ops, op{Opcode: "createAny", TemplatePath: up.fillClaim, Namespace: "init", CountParam: "$" + paramReferenceFillClaims})
+	for _, v := range variants {
+		ops = append(ops, op{Opcode: "createAny", TemplatePath: ours.fillClaims[v.key()], Namespace: "init", CountParam: "$" + fillParam(v)})
+	}
 	ops = append(ops,
-		op{Opcode: "createAny", TemplatePath: up.fillClaim, Namespace: "init", CountParam: "$" + paramReferenceFillClaims},
-		op{Opcode: "createAny", TemplatePath: ours.fillClaim, Namespace: "init", CountParam: "$" + paramRdmaFillClaims},
 		op{Opcode: "allocResourceClaims", Namespace: "init"},
 		op{Opcode: "createAny", TemplatePath: up.claimTemplate, Namespace: "test", CountParam: "$" + paramReferenceClaimTemplate},
 	)
-	for _, s := range sides {
+	for _, s := range sides() {
 		if !s.reference {
-			ops = append(ops, op{Opcode: "createAny", TemplatePath: ours.claimTemplates[s.name], Namespace: "test", CountParam: "$" + claimTemplateParam(s.name)})
+			ops = append(ops, op{Opcode: "createAny", TemplatePath: ours.claimTemplates[s.name], Namespace: "test", CountParam: "$" + s.param()})
 		}
 	}
 	ops = append(ops, op{Opcode: "createPods", Namespace: "test", Count: measuredPods, SteadyState: true,
@@ -291,12 +381,16 @@ func config(up upstreamFiles, ours ourFiles, ports int) []testCase {
 
 	var workloads []workload
 	for _, sz := range sizes {
-		for _, f := range fills {
-			for _, s := range sides {
+		for _, f := range sz.fills {
+			for _, s := range sides() {
+				labels := []string{sz.label}
+				if !s.reference && s.variant.name != "" {
+					labels = append(labels, AlternativeLabel)
+				}
 				workloads = append(workloads, workload{
-					Name:   fmt.Sprintf("%s_%s_%dnodes", s.name, f.name, sz.nodes),
-					Labels: []string{sz.label},
-					Params: params(sz, f, s, ports),
+					Name:   WorkloadName(s.name, f.name, sz.nodes),
+					Labels: labels,
+					Params: params(sz, f, s, ours.ports),
 				})
 			}
 		}
@@ -309,6 +403,11 @@ func config(up upstreamFiles, ours ourFiles, ports int) []testCase {
 		WorkloadTemplate: ops,
 		Workloads:        workloads,
 	}}
+}
+
+// WorkloadName is the name of the workload of side at fill on nodes nodes.
+func WorkloadName(side, fill string, nodes int) string {
+	return fmt.Sprintf("%s_%s_%dnodes", side, fill, nodes)
 }
 
 // params are the workload parameters of side s at size sz and fill f; ports is the
@@ -328,15 +427,18 @@ func params(sz size, f fill, s side, ports int) map[string]any {
 	p := map[string]any{
 		paramNodes:                  sz.nodes,
 		paramReferenceSlices:        sz.nodes * one(s.reference),
-		paramRdmaSlices:             sz.nodes * one(!s.reference),
 		paramReferenceFillClaims:    fillClaims * one(s.reference),
-		paramRdmaFillClaims:         fillClaims * one(!s.reference),
 		paramReferenceClaimTemplate: one(s.reference),
 		paramDuration:               sz.duration.String(),
 	}
-	for _, other := range sides {
+	for _, v := range variants {
+		ours := !s.reference && s.variant.key() == v.key()
+		p[slicesParam(v)] = sz.nodes * one(ours)
+		p[fillParam(v)] = fillClaims * one(ours)
+	}
+	for _, other := range sides() {
 		if !other.reference {
-			p[claimTemplateParam(other.name)] = one(other.name == s.name)
+			p[other.param()] = one(other.name == s.name)
 		}
 	}
 	return p

@@ -68,7 +68,7 @@ func TestConfigOps(t *testing.T) {
 			if _, err := os.Stat(p); err != nil {
 				t.Errorf("op %d: %v", i, err)
 			}
-			if strings.Contains(filepath.Base(p), "rdma-slice-") {
+			if strings.Contains(filepath.Base(p), "-slice-") {
 				slicePaths = append(slicePaths, p)
 			}
 		}
@@ -79,8 +79,11 @@ func TestConfigOps(t *testing.T) {
 	if last := tc.WorkloadTemplate[len(tc.WorkloadTemplate)-1]; last.Opcode != "createPods" || !last.CollectMetrics || !last.SteadyState {
 		t.Errorf("last op %+v, want createPods in a steady state with metrics", last)
 	}
-	if len(slicePaths) != 3 {
-		t.Errorf("%d ops create our slices (%v), want one per slice of a %s node: 3", len(slicePaths), slicePaths, DefaultProfile)
+	// One per slice of a dgx-h100 node in each variant: the default and the
+	// few-attributes model's two counter slices and one device slice, one device slice
+	// of the capacity and of the per-NIC model.
+	if len(slicePaths) != 3+1+1+3 {
+		t.Errorf("%d ops create our slices (%v), want one per slice of a %s node and variant: 8", len(slicePaths), slicePaths, DefaultProfile)
 	}
 }
 
@@ -121,12 +124,17 @@ func TestConfigParams(t *testing.T) {
 		if strings.HasSuffix(w.Name, "_1000nodes") {
 			want = []string{FullLabel}
 		}
+		if side, _, _ := strings.Cut(w.Name, "_"); strings.Contains(side, "-") {
+			want = append(want, AlternativeLabel)
+		}
 		if !slices.Equal(w.Labels, want) {
 			t.Errorf("workload %s: labels %v, want %v", w.Name, w.Labels, want)
 		}
 	}
-	if len(tc.Workloads) != len(sizes)*len(fills)*len(sides) {
-		t.Errorf("%d workloads, want %d", len(tc.Workloads), len(sizes)*len(fills)*len(sides))
+	// 8 sides: the reference, two pods of three variants, the per-NIC model's whole
+	// port; the smoke size at half fill, the full size empty and half.
+	if want := 8 * 3; len(tc.Workloads) != want {
+		t.Errorf("%d workloads, want %d", len(tc.Workloads), want)
 	}
 }
 
@@ -138,22 +146,40 @@ func TestConfigWorkloads(t *testing.T) {
 	for _, w := range tc.Workloads {
 		byName[w.Name] = w.Params
 	}
+	// ours is the parameters of a workload that are all 0 but those set.
+	params := func(set map[string]any) map[string]any {
+		p := map[string]any{"referenceSlices": 0.0, "referenceFillClaims": 0.0, "referenceClaimTemplate": 0.0}
+		for _, v := range []string{"rdma", "capacity", "pernic", "fewattrs"} {
+			p[v+"Slices"], p[v+"FillClaims"] = 0.0, 0.0
+		}
+		for _, s := range []string{"share", "port", "capacityshare", "capacityport", "pernicport", "fewattrsshare", "fewattrsport"} {
+			p[s+"ClaimTemplate"] = 0.0
+		}
+		for k, v := range set {
+			p[k] = v
+		}
+		return p
+	}
 	tests := []struct {
 		workload string
 		want     map[string]any
 	}{
-		{"reference_empty_50nodes", map[string]any{"nodes": 50.0, "referenceSlices": 50.0, "rdmaSlices": 0.0,
-			"referenceFillClaims": 0.0, "rdmaFillClaims": 0.0,
-			"referenceClaimTemplate": 1.0, "shareClaimTemplate": 0.0, "portClaimTemplate": 0.0, "duration": "10s"}},
-		{"share_half_50nodes", map[string]any{"nodes": 50.0, "referenceSlices": 0.0, "rdmaSlices": 50.0,
-			"referenceFillClaims": 0.0, "rdmaFillClaims": 250.0, // 5 of 10 ports
-			"referenceClaimTemplate": 0.0, "shareClaimTemplate": 1.0, "portClaimTemplate": 0.0, "duration": "10s"}},
-		{"reference_half_1000nodes", map[string]any{"nodes": 1000.0, "referenceSlices": 1000.0, "rdmaSlices": 0.0,
-			"referenceFillClaims": 5000.0, "rdmaFillClaims": 0.0, // 5 of 10 devices
-			"referenceClaimTemplate": 1.0, "shareClaimTemplate": 0.0, "portClaimTemplate": 0.0, "duration": "30s"}},
-		{"port_empty_1000nodes", map[string]any{"nodes": 1000.0, "referenceSlices": 0.0, "rdmaSlices": 1000.0,
-			"referenceFillClaims": 0.0, "rdmaFillClaims": 0.0,
-			"referenceClaimTemplate": 0.0, "shareClaimTemplate": 0.0, "portClaimTemplate": 1.0, "duration": "30s"}},
+		{"reference_half_50nodes", params(map[string]any{"nodes": 50.0, "referenceSlices": 50.0,
+			"referenceFillClaims": 250.0, "referenceClaimTemplate": 1.0, "duration": "10s"})},
+		{"share_half_50nodes", params(map[string]any{"nodes": 50.0, "rdmaSlices": 50.0,
+			"rdmaFillClaims":     250.0, // 5 of 10 ports
+			"shareClaimTemplate": 1.0, "duration": "10s"})},
+		{"reference_half_1000nodes", params(map[string]any{"nodes": 1000.0, "referenceSlices": 1000.0,
+			"referenceFillClaims":    5000.0, // 5 of 10 devices
+			"referenceClaimTemplate": 1.0, "duration": "30s"})},
+		{"port_empty_1000nodes", params(map[string]any{"nodes": 1000.0, "rdmaSlices": 1000.0,
+			"portClaimTemplate": 1.0, "duration": "30s"})},
+		{"capacity-port_half_1000nodes", params(map[string]any{"nodes": 1000.0, "capacitySlices": 1000.0,
+			"capacityFillClaims": 5000.0, "capacityportClaimTemplate": 1.0, "duration": "30s"})},
+		{"pernic-port_empty_1000nodes", params(map[string]any{"nodes": 1000.0, "pernicSlices": 1000.0,
+			"pernicportClaimTemplate": 1.0, "duration": "30s"})},
+		{"fewattrs-share_half_1000nodes", params(map[string]any{"nodes": 1000.0, "fewattrsSlices": 1000.0,
+			"fewattrsFillClaims": 5000.0, "fewattrsshareClaimTemplate": 1.0, "duration": "30s"})},
 	}
 	for _, tt := range tests {
 		t.Run(tt.workload, func(t *testing.T) {

@@ -4,9 +4,11 @@ package schedperf
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"testing"
 
 	_ "k8s.io/component-base/logs/json/register"
@@ -25,9 +27,6 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(m.Run())
 }
-
-// topic names the results file: BenchmarkPerfScheduling_benchmark_<topic>_<time>.json.
-const topic = "rdma"
 
 // BenchmarkPerfScheduling runs the workloads of the config that Write generates with
 // scheduler_perf: an in-process kube-apiserver on an etcd of its own (etcd from the
@@ -57,4 +56,34 @@ func BenchmarkPerfScheduling(b *testing.B) {
 	structured.EnableAllocators("incubating")
 	defer structured.EnableAllocators()
 	perf.RunBenchmarkPerfScheduling(b, config, topic, nil)
+	if b.Failed() {
+		return
+	}
+	dir := flag.Lookup("data-items-dir").Value.String()
+	if dir == "" {
+		b.Log("no -data-items-dir: the ratios are not written")
+		return
+	}
+	r, err := WriteRatios(dir, schedulerName())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("%s scheduler at %d nodes, ours / the reference's: %s", r.Scheduler, r.Nodes, r.Summary())
+}
+
+// schedulerName is "patched" when the benchmark was built with the allocator of
+// upstreampatch (a replaced k8s.io/dynamic-resource-allocation, PatchedModfile), and
+// "upstream" otherwise: read from the binary's build information, not from a flag that
+// could disagree with it.
+func schedulerName() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "upstream"
+	}
+	for _, m := range info.Deps {
+		if m.Path == "k8s.io/dynamic-resource-allocation" && m.Replace != nil {
+			return "patched"
+		}
+	}
+	return "upstream"
 }

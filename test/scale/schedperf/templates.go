@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
+	apiresource "k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
@@ -52,29 +53,43 @@ type NodeTemplates struct {
 	// template of one object: rendered with .Index i, it is what the plugin publishes
 	// on node NodeName(i).
 	Slices [][]byte
-	// Ports is the number of the node's ports: its exclusive devices.
+	// Ports is the number of the node's ports.
 	Ports int
+	// Shares is the number of shares of each port's shared device, 0 if the model has
+	// none: what a whole-port claim of the capacity model asks for.
+	Shares int64
 }
 
-// SliceTemplates builds the model of a node of profile, its mock node written below
-// dir, and turns each of its ResourceSlices into a template. The node name appears in
-// a slice's name, its nodeName and its pool's name, and nowhere else (checked).
-func SliceTemplates(ctx context.Context, profile, dir string) (*NodeTemplates, error) {
+// SliceTemplates builds model m of a node of profile, its mock node written below dir,
+// and turns each of its ResourceSlices into a template. The node name appears in a
+// slice's name, its nodeName and its pool's name, and nowhere else (checked).
+func SliceTemplates(ctx context.Context, profile string, m scale.Model, dir string) (*NodeTemplates, error) {
 	inv, err := scale.ProfileInventory(ctx, profile, dir)
 	if err != nil {
 		return nil, err
 	}
-	res, err := devicemodel.Build(inv, scale.ModelOptions(placeholderNode, false))
+	res, err := scale.BuildModel(inv, placeholderNode, m)
 	if err != nil {
-		return nil, fmt.Errorf("build the model of %s: %w", profile, err)
+		return nil, fmt.Errorf("%s: %w", profile, err)
 	}
 	out := &NodeTemplates{}
+	ports := map[string]bool{}
 	for _, d := range res.Devices {
-		if d.Mode == devicemodel.ModeExclusive {
-			out.Ports++
-		}
+		ports[d.PortKey] = true
 	}
+	out.Ports = len(ports)
 	for i, s := range res.ResourceSlices() {
+		for _, d := range s.Spec.Devices {
+			c, ok := d.Capacity[devicemodel.SharesCapacity]
+			if !ok {
+				continue
+			}
+			if shares := c.Value.Value(); out.Shares == 0 {
+				out.Shares = shares
+			} else if shares != out.Shares {
+				return nil, fmt.Errorf("the %s model of %s has ports of %d and of %d shares; a whole-port claim of the benchmark asks for one number", m, profile, out.Shares, shares)
+			}
+		}
 		if !strings.Contains(s.Name, placeholderNode) || !strings.Contains(s.Spec.Pool.Name, placeholderNode) {
 			return nil, fmt.Errorf("slice %d of %s: name %q or pool %q does not contain the node name %s", i, profile, s.Name, s.Spec.Pool.Name, placeholderNode)
 		}
@@ -119,44 +134,53 @@ func ClassTemplates(repo string) (map[string][]byte, error) {
 	return out, nil
 }
 
-// oneDevice is a request for one device of class, as upstream's claims ask.
-func oneDevice(class string) resourceapi.DeviceClaim {
-	return resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
-		Name: "req-0",
-		Exactly: &resourceapi.ExactDeviceRequest{
-			DeviceClassName: class, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1,
-		},
-	}}}
+// Request is what a claim of the benchmark asks for: one device of Class and, if Shares
+// is set, that many of its shares (a whole port of the capacity model).
+type Request struct {
+	Class  string
+	Shares int64
 }
 
-// ClaimTemplate is the ResourceClaimTemplate of the measured pods when they ask for one
-// device of class: one share with ShareClass, one port with PortClass. Its name is the
-// one scheduler_perf's pod template refers to.
-func ClaimTemplate(class string) ([]byte, error) {
+// deviceClaim is r as a claim's devices, named as upstream's claims name their request.
+func (r Request) deviceClaim() resourceapi.DeviceClaim {
+	exact := &resourceapi.ExactDeviceRequest{
+		DeviceClassName: r.Class, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1,
+	}
+	if r.Shares > 0 {
+		exact.Capacity = &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]apiresource.Quantity{
+			devicemodel.SharesCapacity: *apiresource.NewQuantity(r.Shares, apiresource.DecimalSI),
+		}}
+	}
+	return resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: "req-0", Exactly: exact}}}
+}
+
+// ClaimTemplate is the ResourceClaimTemplate of the measured pods when they ask for r.
+// Its name is the one scheduler_perf's pod template refers to.
+func ClaimTemplate(r Request) ([]byte, error) {
 	t := &resourceapi.ResourceClaimTemplate{
 		TypeMeta:   metav1.TypeMeta{APIVersion: resourceapi.SchemeGroupVersion.String(), Kind: "ResourceClaimTemplate"},
 		ObjectMeta: metav1.ObjectMeta{Name: podClaimTemplate},
-		Spec:       resourceapi.ResourceClaimTemplateSpec{Spec: resourceapi.ResourceClaimSpec{Devices: oneDevice(class)}},
+		Spec:       resourceapi.ResourceClaimTemplateSpec{Spec: resourceapi.ResourceClaimSpec{Devices: r.deviceClaim()}},
 	}
 	data, err := yaml.Marshal(t)
 	if err != nil {
-		return nil, fmt.Errorf("encode the claim template of %s: %w", class, err)
+		return nil, fmt.Errorf("encode the claim template of %s: %w", r.Class, err)
 	}
 	return data, nil
 }
 
 // FillClaim is the template of the claims that fill the cluster before the measurement:
-// claim .Index asks for one device of class; scheduler_perf's allocResourceClaims
-// allocates them on random nodes.
-func FillClaim(class string) ([]byte, error) {
+// claim .Index asks for r; scheduler_perf's allocResourceClaims allocates them on random
+// nodes. name tells the fill claims of two templates apart.
+func FillClaim(name string, r Request) ([]byte, error) {
 	c := &resourceapi.ResourceClaim{
 		TypeMeta:   metav1.TypeMeta{APIVersion: resourceapi.SchemeGroupVersion.String(), Kind: "ResourceClaim"},
-		ObjectMeta: metav1.ObjectMeta{Name: "rdma-fill-{{.Index}}"},
-		Spec:       resourceapi.ResourceClaimSpec{Devices: oneDevice(class)},
+		ObjectMeta: metav1.ObjectMeta{Name: "rdma-fill-" + name + "-{{.Index}}"},
+		Spec:       resourceapi.ResourceClaimSpec{Devices: r.deviceClaim()},
 	}
 	data, err := yaml.Marshal(c)
 	if err != nil {
-		return nil, fmt.Errorf("encode the fill claim of %s: %w", class, err)
+		return nil, fmt.Errorf("encode the fill claim of %s: %w", r.Class, err)
 	}
 	return data, nil
 }

@@ -73,12 +73,12 @@ func TestSliceTemplates(t *testing.T) {
 		t.Run(tc.profile, func(t *testing.T) {
 			ctx := context.Background()
 			dir := t.TempDir()
-			node, err := SliceTemplates(ctx, tc.profile, dir)
+			node, err := SliceTemplates(ctx, tc.profile, scale.ModelDefault, dir)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(node.Slices) != tc.slices || node.Ports != tc.ports {
-				t.Fatalf("%d slice templates, %d ports; want %d, %d", len(node.Slices), node.Ports, tc.slices, tc.ports)
+			if len(node.Slices) != tc.slices || node.Ports != tc.ports || node.Shares != 16 {
+				t.Fatalf("%d slice templates, %d ports of %d shares; want %d, %d of 16", len(node.Slices), node.Ports, node.Shares, tc.slices, tc.ports)
 			}
 			inv, err := scale.ProfileInventory(ctx, tc.profile, dir)
 			if err != nil {
@@ -201,12 +201,22 @@ func TestClassTemplates(t *testing.T) {
 }
 
 func TestClaimTemplates(t *testing.T) {
-	for _, class := range []string{ShareClass, PortClass} {
-		t.Run(class, func(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		r    Request
+		// capacity is the request's capacity, if any.
+		capacity *resourceapi.CapacityRequirements
+	}{
+		{name: "share", r: Request{Class: ShareClass}},
+		{name: "port", r: Request{Class: PortClass}},
+		{name: "capacity-port", r: Request{Class: ShareClass, Shares: 16}, capacity: &resourceapi.CapacityRequirements{
+			Requests: map[resourceapi.QualifiedName]apiresource.Quantity{devicemodel.SharesCapacity: apiresource.MustParse("16")}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			wantRequests := []resourceapi.DeviceRequest{{Name: "req-0", Exactly: &resourceapi.ExactDeviceRequest{
-				DeviceClassName: class, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1,
+				DeviceClassName: tc.r.Class, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1, Capacity: tc.capacity,
 			}}}
-			data, err := ClaimTemplate(class)
+			data, err := ClaimTemplate(tc.r)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -215,19 +225,19 @@ func TestClaimTemplates(t *testing.T) {
 			if tmpl.Kind != "ResourceClaimTemplate" || tmpl.Name != podClaimTemplate {
 				t.Errorf("claim template is %s %q, want ResourceClaimTemplate %q", tmpl.Kind, tmpl.Name, podClaimTemplate)
 			}
-			if diff := cmp.Diff(wantRequests, tmpl.Spec.Spec.Devices.Requests); diff != "" {
+			if diff := cmp.Diff(wantRequests, tmpl.Spec.Spec.Devices.Requests, quantityEqual); diff != "" {
 				t.Errorf("claim template requests (-want +got):\n%s", diff)
 			}
 
-			if data, err = FillClaim(class); err != nil {
+			if data, err = FillClaim("v", tc.r); err != nil {
 				t.Fatal(err)
 			}
 			var claim resourceapi.ResourceClaim
 			decode(t, data, 41, &claim)
-			if claim.Kind != "ResourceClaim" || claim.Name != "rdma-fill-41" {
-				t.Errorf("fill claim 41 is %s %q, want ResourceClaim %q", claim.Kind, claim.Name, "rdma-fill-41")
+			if claim.Kind != "ResourceClaim" || claim.Name != "rdma-fill-v-41" {
+				t.Errorf("fill claim 41 is %s %q, want ResourceClaim %q", claim.Kind, claim.Name, "rdma-fill-v-41")
 			}
-			if diff := cmp.Diff(wantRequests, claim.Spec.Devices.Requests); diff != "" {
+			if diff := cmp.Diff(wantRequests, claim.Spec.Devices.Requests, quantityEqual); diff != "" {
 				t.Errorf("fill claim requests (-want +got):\n%s", diff)
 			}
 		})
