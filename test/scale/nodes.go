@@ -58,24 +58,28 @@ func (k *kind) build(node string, m Model) (*devicemodel.Result, error) {
 	return res, nil
 }
 
-// BuildModel is model m of a node with inventory inv: the plugin's own for the default
-// and the legacy model, derived from the default model for the others.
+// BuildModel is model m of a node with inventory inv: the plugin's own, with the node
+// configuration's modes for the per-NIC and the capacity model, and derived from the
+// default model for the few-attributes one.
 func BuildModel(inv *discovery.Inventory, node string, m Model) (*devicemodel.Result, error) {
-	res, err := devicemodel.Build(inv, ModelOptions(node, m == ModelLegacy))
+	o := ModelOptions(node, m == ModelLegacy)
+	switch m {
+	case ModelPerNIC:
+		o.Config.Modes = nodeconfig.ModesExclusive
+	case ModelCapacity:
+		o.Config.Modes = nodeconfig.ModesShared
+	case ModelDefault, ModelLegacy, ModelFewAttributes:
+	default:
+		return nil, fmt.Errorf("unknown model %q", m)
+	}
+	res, err := devicemodel.Build(inv, o)
 	if err != nil {
 		return nil, fmt.Errorf("build the %s model of %s: %w", m, node, err)
 	}
-	switch m {
-	case ModelDefault, ModelLegacy:
-		return res, nil
-	case ModelPerNIC:
-		return perNIC(res), nil
-	case ModelFewAttributes:
+	if m == ModelFewAttributes {
 		return withAttributes(res, fewAttributes), nil
-	case ModelCapacity:
-		return capacityModel(res), nil
 	}
-	return nil, fmt.Errorf("unknown model %q", m)
+	return res, nil
 }
 
 // discoverKinds writes each profile's mock node below dir and discovers it.

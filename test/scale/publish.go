@@ -35,19 +35,17 @@ const (
 	// ModelLegacy is the plugin's model for clusters without partitionable devices: per
 	// port an exclusive device and single-share devices.
 	ModelLegacy Model = "legacy"
-	// ModelPerNIC is one device per port, no counters and no shares (the shape of a
-	// one-device-per-NIC driver such as dranet). Not a model of this driver: the harness
-	// derives it from the default model's exclusive devices.
+	// ModelPerNIC is the plugin's model with the node configuration's modes: exclusive:
+	// one device per port and, where every RDMA device has one port, no counters (the
+	// shape of a one-device-per-NIC driver such as dranet). Whole ports only.
 	ModelPerNIC Model = "per-nic"
 	// ModelFewAttributes is the default model's devices and counters with only the
 	// attributes the measured pods select on (mode, numa_node and the PCIe root). Not a
-	// model of this driver either: it measures what the other attributes cost the
-	// scheduler.
+	// model of this driver: it measures what the other attributes cost the scheduler.
 	ModelFewAttributes Model = "few-attributes"
-	// ModelCapacity is one device per port that serves both shares and whole ports
-	// through consumable capacity: the default model's shared devices without counters.
-	// A share asks for the default capacity (one share), a whole port for every share.
-	// Not a model of this driver: the scheduler benchmark measures what it would cost
+	// ModelCapacity is the plugin's model with modes: shared: one device per port whose
+	// consumable shares alone keep its claims apart, no counters. A share asks for the
+	// default capacity (one share), a whole port for every share
 	// (docs/benchmarks-schedperf.md).
 	ModelCapacity Model = "capacity"
 )
@@ -301,45 +299,6 @@ func (p *nodePublisher) publish(ctx context.Context, m Model) error {
 func (p *nodePublisher) stop() {
 	p.sink.Stop()
 	p.pub = nil
-}
-
-// perNIC derives the one-device-per-NIC model from the default model: its exclusive
-// devices without counters.
-func perNIC(def *devicemodel.Result) *devicemodel.Result {
-	return withoutCounters(def, devicemodel.ModeExclusive)
-}
-
-// capacityModel derives ModelCapacity from the default model: its shared devices, whose
-// consumable shares alone keep a port's claims apart, without counters.
-func capacityModel(def *devicemodel.Result) *devicemodel.Result {
-	return withoutCounters(def, devicemodel.ModeShared)
-}
-
-// withoutCounters derives a model from def that has only def's devices of mode, none
-// consuming counters, and no counter sets; the default model is not changed.
-func withoutCounters(def *devicemodel.Result, mode devicemodel.Mode) *devicemodel.Result {
-	out := &devicemodel.Result{Devices: map[string]devicemodel.Device{}, DriverName: def.DriverName, NodeName: def.NodeName, PoolName: def.PoolName}
-	out.Resources.Pools = map[string]resourceslice.Pool{}
-	for name, pool := range def.Resources.Pools {
-		np := resourceslice.Pool{NodeSelector: pool.NodeSelector, Generation: pool.Generation}
-		for _, s := range pool.Slices {
-			var devs []resourceapi.Device
-			for _, d := range s.Devices {
-				if def.Devices[d.Name].Mode != mode {
-					continue
-				}
-				d = *d.DeepCopy()
-				d.ConsumesCounters = nil
-				devs = append(devs, d)
-				out.Devices[d.Name] = def.Devices[d.Name]
-			}
-			if len(devs) > 0 {
-				np.Slices = append(np.Slices, resourceslice.Slice{Devices: devs})
-			}
-		}
-		out.Resources.Pools[name] = np
-	}
-	return out
 }
 
 // withAttributes derives a model from def whose devices keep only the attributes keep

@@ -200,9 +200,10 @@ point, and the scheduler's view is back at the fill level before the next one.
 Pods per second count from the first pod's creation to the last pod's binding (seen
 through a watch). The pods' claims are made by the claim controller from templates, so its
 work is in the figure, as it is on a cluster. Scheduler CPU is its user and system time
-over the burst (including its idle work) per pod. The per-NIC model is not a model of this
-driver: it is the default model's exclusive devices without counters, the shape of a
-one-device-per-NIC driver, published the same way. Nor is the few-attributes model: the
+over the burst (including its idle work) per pod. The per-NIC model is the plugin's
+model with the node configuration's "modes: exclusive": the default model's exclusive
+devices without counters (on nodes whose RDMA devices have one port each), the shape of
+a one-device-per-NIC driver. The few-attributes model is not a model of this driver: the
 default model's devices and counters with only the attributes the measured pods select
 on (mode, numa_node, the PCIe root), to measure what the other attributes cost.
 
@@ -273,7 +274,9 @@ few-attributes model) the scheduler spends 2–3% less CPU per one-share pod at 
 without counters (the per-NIC shape) costs a whole-port pod 1.9 times less scheduler
 CPU at 1,000 nodes and schedules it 1.2 times as fast, but it has no shares: a port
 could no longer be shared and exclusive, enforced by the scheduler, which is what the
-default model is for. The legacy model (16 single-share devices per port) is no cheaper
+default model is for. A node pool that only hands out whole ports gets it with
+"modes: exclusive", and one that only shares with "modes: shared"
+(benchmarks-schedperf.md measures both beside the default). The legacy model (16 single-share devices per port) is no cheaper
 (78 ms of scheduler CPU per one-share pod at 1,000 nodes against 63) and is eight times
 the default model in etcd. So the default model stays; the driver's attributes stay
 (pools, the chart's selectors and users' CEL select on them). The remaining gap is the

@@ -9,8 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	apiresource "k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
@@ -92,7 +94,7 @@ func TestFillDevices(t *testing.T) {
 		devices int
 	}{
 		{ModelDefault, def, 2},
-		{ModelPerNIC, perNIC(def), 2},
+		{ModelPerNIC, mustBuild(t, k, ModelPerNIC), 2},
 		{ModelFewAttributes, withAttributes(def, fewAttributes), 2},
 		{ModelLegacy, legacy, 0}, // counted below: every device of the two ports
 	} {
@@ -119,61 +121,59 @@ func TestFillDevices(t *testing.T) {
 	}
 }
 
-// TestWithoutCounters: the per-NIC and the capacity model are one device per port of
-// the default model's exclusive or shared devices, without counters; the capacity model
-// keeps the shares, which alone keep a port's claims apart, and the default model is
-// not changed by either derivation.
-func TestWithoutCounters(t *testing.T) {
-	k := testKinds(t)[0]
-	for _, tc := range []struct {
-		model  Model
-		derive func(*devicemodel.Result) *devicemodel.Result
-		mode   devicemodel.Mode
-		shared bool
-	}{
-		{ModelPerNIC, perNIC, devicemodel.ModeExclusive, false},
-		{ModelCapacity, capacityModel, devicemodel.ModeShared, true},
-	} {
-		t.Run(string(tc.model), func(t *testing.T) {
-			def, err := devicemodel.Build(k.inv, ModelOptions("n", false))
-			if err != nil {
-				t.Fatal(err)
+// mustBuild is model m of a node of k.
+func mustBuild(t *testing.T, k *kind, m Model) *devicemodel.Result {
+	t.Helper()
+	res, err := BuildModel(k.inv, "n", m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// TestModesWithoutCounters: the per-NIC and the capacity model are the plugin's model
+// with modes exclusive or shared: on nodes whose RDMA devices have one port each, one
+// device per port, exactly the default model's exclusive or shared device without
+// counters, and no counter sets. The capacity model keeps the shares, which alone keep
+// a port's claims apart.
+func TestModesWithoutCounters(t *testing.T) {
+	for _, k := range testKinds(t) {
+		def := mustBuild(t, k, ModelDefault)
+		defDevices := map[string]resourceapi.Device{}
+		for _, s := range def.ResourceSlices() {
+			for _, d := range s.Spec.Devices {
+				defDevices[d.Name] = d
 			}
-			got := tc.derive(def)
-			if len(got.Devices) != len(k.inv.Ports) {
-				t.Errorf("%d devices, want one per port (%d)", len(got.Devices), len(k.inv.Ports))
-			}
-			for _, pool := range got.Resources.Pools {
-				for _, s := range pool.Slices {
-					if len(s.Devices) == 0 || len(s.SharedCounters) > 0 {
-						t.Errorf("slice with %d devices and %d counter sets; want devices and no counters", len(s.Devices), len(s.SharedCounters))
+		}
+		for _, tc := range []struct {
+			model Model
+			mode  devicemodel.Mode
+		}{
+			{ModelPerNIC, devicemodel.ModeExclusive},
+			{ModelCapacity, devicemodel.ModeShared},
+		} {
+			t.Run(k.profile+"/"+string(tc.model), func(t *testing.T) {
+				got := mustBuild(t, k, tc.model)
+				if len(got.Devices) != len(k.inv.Ports) {
+					t.Errorf("%d devices, want one per port (%d)", len(got.Devices), len(k.inv.Ports))
+				}
+				for _, s := range got.ResourceSlices() {
+					if len(s.Spec.SharedCounters) > 0 {
+						t.Errorf("slice %s has %d counter sets, want none", s.Name, len(s.Spec.SharedCounters))
 					}
-					for _, d := range s.Devices {
-						shared := d.AllowMultipleAllocations != nil && *d.AllowMultipleAllocations
-						if len(d.ConsumesCounters) > 0 || shared != tc.shared {
-							t.Errorf("device %s: %d counter sets consumed, multiple allocations %v; want none and %v", d.Name, len(d.ConsumesCounters), shared, tc.shared)
+					for _, d := range s.Spec.Devices {
+						if got.Devices[d.Name].Mode != tc.mode {
+							t.Errorf("device %s is %s, want %s", d.Name, got.Devices[d.Name].Mode, tc.mode)
 						}
-						if _, ok := d.Capacity[devicemodel.SharesCapacity]; ok != tc.shared {
-							t.Errorf("device %s: shares capacity %v, want %v", d.Name, ok, tc.shared)
-						}
-						if def.Devices[d.Name].Mode != tc.mode {
-							t.Errorf("device %s is not a %s device of the default model", d.Name, tc.mode)
+						want := defDevices[d.Name]
+						want.ConsumesCounters = nil
+						if diff := cmp.Diff(want, d, cmp.Comparer(func(a, b apiresource.Quantity) bool { return a.Cmp(b) == 0 })); diff != "" {
+							t.Errorf("device %s differs from the default model's without counters (-want +got):\n%s", d.Name, diff)
 						}
 					}
 				}
-			}
-			counters := 0
-			for _, pool := range def.Resources.Pools {
-				for _, s := range pool.Slices {
-					for _, d := range s.Devices {
-						counters += len(d.ConsumesCounters)
-					}
-				}
-			}
-			if counters == 0 {
-				t.Errorf("deriving the %s model removed the default model's counters", tc.model)
-			}
-		})
+			})
+		}
 	}
 }
 
