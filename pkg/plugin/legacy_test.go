@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	resourceapi "k8s.io/api/resource/v1"
 
+	"github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/cdi"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
 )
@@ -73,7 +74,7 @@ func TestPrepareLegacyDevice(t *testing.T) {
 	}
 
 	got := waitForStatus(t, h, claim.Name)
-	var status DeviceData
+	var status v1alpha1.DeviceStatusData
 	if err := json.Unmarshal(got.Status.Devices[0].Data.Raw, &status); err != nil {
 		t.Fatal(err)
 	}

@@ -76,7 +76,7 @@ func checkStatus(t *testing.T, h *harness, claim *resourceapi.ResourceClaim, n i
 	if len(first.Conditions) != 1 || first.Conditions[0].Type != ConditionReady || first.Conditions[0].Status != metav1.ConditionTrue {
 		t.Errorf("status conditions: %+v", first.Conditions)
 	}
-	var data DeviceData
+	var data v1alpha1.DeviceStatusData
 	if first.Data == nil {
 		t.Fatal("status device has no data")
 	}

@@ -20,6 +20,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/metrics"
 )
@@ -27,29 +28,12 @@ import (
 // ConditionReady is the condition the plugin sets on each device it prepared.
 const ConditionReady = "Ready"
 
-// DeviceData is the driver-specific data of a prepared device in the claim's
-// status.devices[].data: what a workload or an operator needs to find the port. Its port
-// facts are a few of the inventory's (discovery.Port), under the same field names and
-// JSON keys (TestDeviceDataIsInventorySubset checks it), converted by newDeviceData; the
-// whole port would put some thirty facts into every claim's status.
-type DeviceData struct {
-	IBDev     string `json:"ibdev"`
-	Port      int    `json:"port"`
-	LinkLayer string `json:"link_layer,omitempty"`
-	GIDIndex  *int   `json:"gid_index,omitempty"`
-	Netdev    string `json:"netdev,omitempty"`
-	// UVerbs is the path of the port's uverbs device inside the container (the
-	// inventory's uverbs is the device on the host).
-	UVerbs string `json:"uverbs,omitempty"`
-	// MorePorts are the further ports of a device that stands for several (a legacy
-	// device), in the same form; the fields above are its first port.
-	MorePorts []DeviceData `json:"more_ports,omitempty"`
-}
-
 // newDeviceData is the status data of a device on port p whose uverbs device the
-// container sees at uverbs.
-func newDeviceData(p *discovery.Port, uverbs string) *DeviceData {
-	return &DeviceData{IBDev: p.IBDev, Port: p.Port, LinkLayer: p.LinkLayer, GIDIndex: p.GIDIndex, Netdev: p.Netdev, UVerbs: uverbs}
+// container sees at uverbs. Its port facts are a few of the inventory's (discovery.Port),
+// under the same field names and JSON keys (TestDeviceDataIsInventorySubset checks it);
+// the whole port would put some thirty facts into every claim's status.
+func newDeviceData(p *discovery.Port, uverbs string) *v1alpha1.DeviceStatusData {
+	return &v1alpha1.DeviceStatusData{IBDev: p.IBDev, Port: p.Port, LinkLayer: p.LinkLayer, GIDIndex: p.GIDIndex, Netdev: p.Netdev, UVerbs: uverbs}
 }
 
 // ClaimRef names the claim a status is for. The UID makes the write fail instead of
@@ -76,7 +60,7 @@ type NetworkDeviceData struct {
 type DeviceStatus struct {
 	Pool, Device, ShareID string
 	// Data is written to status.devices[].data; nil writes none.
-	Data *DeviceData
+	Data *v1alpha1.DeviceStatusData
 	// Network, when set, is written to status.devices[].networkData.
 	Network *NetworkDeviceData
 }
@@ -479,14 +463,7 @@ func cloneEntries(in []resourceapi.AllocatedDeviceStatus) []resourceapi.Allocate
 func cloneDeviceStatus(in []DeviceStatus) []DeviceStatus {
 	out := slices.Clone(in)
 	for i := range out {
-		if d := out[i].Data; d != nil {
-			c := *d
-			if d.GIDIndex != nil {
-				g := *d.GIDIndex
-				c.GIDIndex = &g
-			}
-			out[i].Data = &c
-		}
+		out[i].Data = out[i].Data.DeepCopy()
 		if n := out[i].Network; n != nil {
 			c := *n
 			c.IPs = slices.Clone(n.IPs)

@@ -6,6 +6,7 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 
+	"github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/cdi"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
 )
@@ -22,7 +23,7 @@ func refOf(claim *resourceapi.ResourceClaim) ClaimRef {
 func prepareStatus(prepared []checkpoint.Device, devices []cdi.ClaimDevice) []DeviceStatus {
 	out := make([]DeviceStatus, 0, len(prepared))
 	for i, dev := range prepared {
-		var data *DeviceData
+		var data *v1alpha1.DeviceStatusData
 		for _, port := range devices[i].AllPorts() {
 			uverbs := ""
 			if port.Verbs != nil {

@@ -24,6 +24,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
+	"github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/metrics"
 )
@@ -141,7 +142,7 @@ func TestStatusWriterFloodWritesEveryFinalStatus(t *testing.T) {
 						w.Forget(claim.UID)
 					}
 					devices := []DeviceStatus{{Pool: testPool, Device: fmt.Sprintf("mlx5-%d-p1-shared", r.IntN(8)), ShareID: fmt.Sprintf("share-%d", gen),
-						Data: &DeviceData{IBDev: "mlx5_0", Port: int(gen)}}}
+						Data: &v1alpha1.DeviceStatusData{IBDev: "mlx5_0", Port: int(gen)}}}
 					if r.IntN(3) == 0 {
 						devices[0].Network = &NetworkDeviceData{InterfaceName: "net1", IPs: []string{fmt.Sprintf("10.0.%d.%d/16", i/250, i%250)}, HardwareAddress: "02:00:00:00:00:01"}
 					}
@@ -206,7 +207,7 @@ func sameStatus(got []resourceapi.AllocatedDeviceStatus, want wantStatus) error 
 		if len(g.Conditions) != 1 || g.Conditions[0].ObservedGeneration != want.generation {
 			return fmt.Errorf("device %d conditions %+v, want Ready at generation %d", i, g.Conditions, want.generation)
 		}
-		var data DeviceData
+		var data v1alpha1.DeviceStatusData
 		if g.Data == nil || json.Unmarshal(g.Data.Raw, &data) != nil || data.Port != w.Data.Port {
 			return fmt.Errorf("device %d data %v, want port %d", i, g.Data, w.Data.Port)
 		}
@@ -254,7 +255,7 @@ func TestStatusWriterErrors(t *testing.T) {
 					return false, nil, nil
 				})
 				w, m, ctx := statusTestWriter(t, kube)
-				w.Set(refOf(claim), []DeviceStatus{{Pool: testPool, Device: "mlx5-0-p1", Data: &DeviceData{IBDev: "mlx5_0", Port: 1}}})
+				w.Set(refOf(claim), []DeviceStatus{{Pool: testPool, Device: "mlx5-0-p1", Data: &v1alpha1.DeviceStatusData{IBDev: "mlx5_0", Port: 1}}})
 				waitCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 				defer cancel()
 				if err := w.waitIdle(waitCtx); err != nil {
@@ -292,7 +293,7 @@ func TestStatusWriterForgetAndNetworkData(t *testing.T) {
 	claim := statusClaim(0)
 	m := metrics.NewPlugin()
 	w := NewStatusWriter(StatusOptions{DriverName: testDriver, Kube: fake.NewClientset(claim), Metrics: m})
-	devices := []DeviceStatus{{Pool: testPool, Device: "mlx5-0-p1", Data: &DeviceData{IBDev: "mlx5_0", Port: 1}}}
+	devices := []DeviceStatus{{Pool: testPool, Device: "mlx5-0-p1", Data: &v1alpha1.DeviceStatusData{IBDev: "mlx5_0", Port: 1}}}
 	w.Set(refOf(claim), devices)
 	w.Set(refOf(claim), devices)
 	if n := w.Pending(); n != 1 {
