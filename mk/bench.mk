@@ -45,20 +45,34 @@ bench-scale: cluster-build ## the scheduler at scale with kwok nodes, against th
 	cd test && $(GO) build -o $(CURDIR)/$(SCALE_TOOL) ./scale/cmd/rdma-dra-scale
 	$(SCALE_TOOL) -repo $(CURDIR) -nodes $(NODES) $(if $(filter 1,$(SCALE_SMOKE)),-smoke) $(SCALE_FLAGS)
 
-# Kubernetes' own scheduler benchmark (test/scale/schedperf, docs/benchmarks.md "Scheduler
-# allocation"): scheduler_perf of k8s.io/kubernetes at the version test/go.mod pins, with an
-# in-process apiserver and scheduler on the cached etcd, our slices against the suite's
-# reference driver's in one run. The 1000-node workloads by default; SCHEDPERF_SMOKE=1
-# runs the 50-node ones instead, a quick check. Results: the benchmark output
-# (SchedulingThroughput/Average etc., for benchstat) in $(SCHEDPERF_OUT)/bench.txt and
-# scheduler_perf's JSON there; a failed workload's log in $(SCHEDPERF_OUT)/logs.
+# Kubernetes' own scheduler benchmark (test/scale/schedperf, docs/benchmarks-schedperf.md):
+# scheduler_perf of k8s.io/kubernetes at the version test/go.mod pins, with an in-process
+# apiserver and scheduler on the cached etcd, our slices (the default model and its
+# alternatives) against the suite's reference driver's in one run. Then the same for the
+# reference and the default model with the patched scheduler: the allocator's caches of
+# test/scale/schedperf/upstreampatch, applied to a copy of k8s.io/dynamic-resource-allocation
+# that only this run's -modfile names (never what the project ships). The 1000-node
+# workloads by default; SCHEDPERF_SMOKE=1 runs the 50-node ones instead, a quick check.
+# Results: the benchmark output (SchedulingThroughput/Average etc., for benchstat) in
+# $(SCHEDPERF_OUT)/bench.txt, scheduler_perf's JSON, and ratios.json (ours / the
+# reference's); the patched run's in $(SCHEDPERF_OUT)/patched; a failed workload's log
+# in logs/ below each.
 SCHEDPERF_OUT := _output/bench/schedperf
 SCHEDPERF_FILTER = $(if $(filter 1,$(SCHEDPERF_SMOKE)),smoke,performance)
+SCHEDPERF_PATCHED := _output/schedperf-patched
+
+# schedperf runs the benchmark: $(1) extra go test flags, $(2) the output directory,
+# $(3) the label filter.
+define schedperf
+@mkdir -p $(2)/logs
+set -o pipefail; cd test && ARTIFACTS=$(CURDIR)/$(2)/logs $(GO) test $(1) -tags schedperf -vet=off -count=1 \
+  -run '^$$' -bench '^BenchmarkPerfScheduling$$' -benchtime=1x -timeout 60m ./scale/schedperf/ \
+  -args -data-items-dir=$(CURDIR)/$(2) -perf-scheduling-label-filter=$(3) \
+  | tee $(CURDIR)/$(2)/bench.txt
+endef
 
 .PHONY: bench-schedperf
-bench-schedperf: cluster-build ## scheduler_perf's DRA throughput, our slices against its reference driver's: _output/bench/schedperf (SCHEDPERF_SMOKE=1: 50 nodes)
-	@mkdir -p $(SCHEDPERF_OUT)/logs
-	set -o pipefail; cd test && ARTIFACTS=$(CURDIR)/$(SCHEDPERF_OUT)/logs $(GO) test -tags schedperf -vet=off -count=1 \
-	  -run '^$$' -bench '^BenchmarkPerfScheduling$$' -benchtime=1x -timeout 60m ./scale/schedperf/ \
-	  -args -data-items-dir=$(CURDIR)/$(SCHEDPERF_OUT) -perf-scheduling-label-filter=$(SCHEDPERF_FILTER) \
-	  | tee $(CURDIR)/$(SCHEDPERF_OUT)/bench.txt
+bench-schedperf: cluster-build ## scheduler_perf's DRA throughput, ours against its reference driver's, upstream and patched scheduler: _output/bench/schedperf (SCHEDPERF_SMOKE=1: 50 nodes)
+	$(call schedperf,,$(SCHEDPERF_OUT),$(SCHEDPERF_FILTER))
+	cd test && $(GO) run ./scale/cmd/rdma-dra-schedperf-patch -out $(CURDIR)/$(SCHEDPERF_PATCHED) > $(CURDIR)/$(SCHEDPERF_PATCHED).modfile
+	$(call schedperf,-modfile=$$(cat $(CURDIR)/$(SCHEDPERF_PATCHED).modfile),$(SCHEDPERF_OUT)/patched,$(SCHEDPERF_FILTER)$(comma)-alternative)
