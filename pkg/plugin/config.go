@@ -12,6 +12,7 @@ import (
 	"github.com/rdma-dra/rdma-dra-driver/internal/cliflags"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/health"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/metricsauth"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/publish"
 )
 
 // Config is the kubelet plugin's configuration, one field per flag (Flags declares them)
@@ -44,7 +45,7 @@ type Config struct {
 	NodeConfig      string
 	RescanInterval  time.Duration
 	CleanupInterval time.Duration
-	Model           Model
+	Model           publish.Model
 	// HealthPollInterval is how often port states are polled.
 	HealthPollInterval time.Duration
 	// TaintEffect is the effect of the taint of a port that is not ACTIVE.
@@ -176,7 +177,7 @@ func (c Config) Validate() error {
 	if c.HealthcheckPort > 65535 {
 		errs = append(errs, fmt.Errorf("--healthcheck-port must be at most 65535, got %d", c.HealthcheckPort))
 	}
-	if _, err := ParseModel(string(c.Model)); err != nil {
+	if _, err := publish.ParseModel(string(c.Model)); err != nil {
 		errs = append(errs, err)
 	}
 	if c.Netlink != "" && c.Netlink != "auto" && c.Netlink != "true" && c.Netlink != "false" {
@@ -185,7 +186,7 @@ func (c Config) Validate() error {
 	if c.HealthPollInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--health-poll-interval must be positive, got %s", c.HealthPollInterval))
 	}
-	if _, err := ParseTaintEffect(string(c.TaintEffect)); err != nil {
+	if _, err := publish.ParseTaintEffect(string(c.TaintEffect)); err != nil {
 		errs = append(errs, fmt.Errorf("--taint-effect: %w", err))
 	}
 	if err := health.ValidateMaxPerMinute(c.MaxRepublishPerMinute); err != nil {

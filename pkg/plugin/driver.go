@@ -43,7 +43,7 @@ type SpecWriter interface {
 }
 
 // DeviceLookup finds a device this node publishes (or published before a change of the
-// device model) by pool and name; *Publisher implements it.
+// device model) by pool and name; *publish.Publisher implements it.
 type DeviceLookup interface {
 	Lookup(pool, device string) (devicemodel.Device, bool)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/health"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/publish"
 )
 
 // Component names the plugin in its user agent and as the source of its events.
@@ -49,7 +50,7 @@ func Flags(c *Config) []cli.Flag {
 		&cli.IntFlag{Name: "max-republish-per-minute", Usage: "damping: at most this many republishes after changes in any minute, half of them at once; the last state is always published; 0 disables, otherwise at least 2", Value: health.DefaultMaxRepublishPerMinute, EnvVars: []string{"MAX_REPUBLISH_PER_MINUTE"}, Destination: &c.MaxRepublishPerMinute},
 		&cli.BoolFlag{Name: "node-events", Usage: "record an Event on the Node when a port changes state, appears or disappears", Value: true, EnvVars: []string{"NODE_EVENTS"}, Destination: &c.NodeEvents},
 		&cli.DurationFlag{Name: "cleanup-interval", Usage: "how often leftovers of deleted claims are looked for (first at start)", Value: 10 * time.Minute, EnvVars: []string{"CLEANUP_INTERVAL"}, Destination: &c.CleanupInterval},
-		&cli.StringFlag{Name: "model", Usage: "device model: auto (partitionable, legacy on this node where the API server drops its fields), partitionable or legacy", Value: string(ModelAuto), EnvVars: []string{"DEVICE_MODEL"}, Destination: (*string)(&c.Model)},
+		&cli.StringFlag{Name: "model", Usage: "device model: auto (partitionable, legacy on this node where the API server drops its fields), partitionable or legacy", Value: string(publish.ModelAuto), EnvVars: []string{"DEVICE_MODEL"}, Destination: (*string)(&c.Model)},
 		&cli.StringFlag{Name: "hook-install-dir", Usage: "host directory the memlock hook is copied to at start; must be mounted at the same path", Value: "/var/lib/rdma-dra/bin", EnvVars: []string{"HOOK_INSTALL_DIR"}, Destination: &c.HookInstallDir, TakesFile: true},
 		&cli.StringFlag{Name: "hook-source", Usage: "the hook binary to install; empty: " + cdi.HookBinary + " next to this executable", EnvVars: []string{"HOOK_SOURCE"}, Destination: &c.HookSource, TakesFile: true},
 	)

@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rdma-dra/rdma-dra-driver/internal/cliflags"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/publish"
 )
 
 // defaultValue returns a flag's default as the command line spells it and as the
@@ -125,7 +126,7 @@ func TestFlagDefaultsAreValid(t *testing.T) {
 		what string
 		ok   bool
 	}{
-		{"model auto", cfg.Model == ModelAuto},
+		{"model auto", cfg.Model == publish.ModelAuto},
 		{"netlink on /sys", cfg.UseNetlink()},
 		{"kubelet's QPS", cfg.KubeClient.QPS == DefaultKubeAPIQPS && cfg.KubeClient.Burst == DefaultKubeAPIBurst},
 		{"no node IPs", len(cfg.NodeIPs) == 0},

@@ -32,6 +32,7 @@ import (
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/mocknode"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/publish"
 )
 
 const (
@@ -51,7 +52,7 @@ type harness struct {
 	cdiDir   string
 	bootPath string
 	kube     *fake.Clientset
-	pub      *Publisher
+	pub      *publish.Publisher
 	sink     *recordingSink
 	clock    *testclock.FakeClock
 }
@@ -80,8 +81,8 @@ func newHarnessWithConfig(t testing.TB, profile string, cfg nodeconfig.Config) *
 		h.ctx = context.Background()
 	}
 	h.setBootID("boot-1")
-	h.pub = NewPublisher(discovery.New(discovery.Options{SysfsRoot: filepath.Join(node, mocknode.SysDir)}),
-		devicemodel.Options{DriverName: testDriver, NodeName: testNode, Config: cfg}, ModelAuto, PublisherOptions{})
+	h.pub = publish.New(discovery.New(discovery.Options{SysfsRoot: filepath.Join(node, mocknode.SysDir)}),
+		devicemodel.Options{DriverName: testDriver, NodeName: testNode, Config: cfg}, publish.ModelAuto, publish.Options{})
 	h.pub.SetSink(h.sink)
 	if err := h.pub.Sync(h.ctx); err != nil {
 		t.Fatal(err)
@@ -281,12 +282,22 @@ func (h *harness) checkpointClaims() map[string]checkpoint.Phase {
 
 // recordingSink records what would be published.
 type recordingSink struct {
+	mu        sync.Mutex
 	published []resourceslice.DriverResources
 }
 
 func (s *recordingSink) PublishResources(_ context.Context, r resourceslice.DriverResources) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.published = append(s.published, r)
 	return nil
+}
+
+// snapshot returns the publishes so far; the publisher's loop may be adding one.
+func (s *recordingSink) snapshot() []resourceslice.DriverResources {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]resourceslice.DriverResources(nil), s.published...)
 }
 
 // startHelper serves d through the real kubeletplugin helper on unix sockets below

@@ -14,6 +14,7 @@ import (
 	drahealthv1 "k8s.io/kubelet/pkg/apis/dra-health/v1"
 	testclock "k8s.io/utils/clock/testing"
 
+	"github.com/rdma-dra/rdma-dra-driver/internal/testutil/livenode"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/cdi"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/metrics"
@@ -24,28 +25,28 @@ import (
 // device, a port that goes down is reported after one poll, and a reconnecting kubelet
 // gets the complete state again.
 func TestHealthThroughKubeletPluginHelper(t *testing.T) {
-	n := newLiveNode(t, "disabled-port", liveOptions{clock: testclock.NewFakeClock(epoch), poll: time.Second})
+	n := livenode.New(t, "disabled-port", livenode.Options{Clock: testclock.NewFakeClock(epoch), Poll: time.Second})
 	bootPath := filepath.Join(t.TempDir(), "boot_id")
 	if err := os.WriteFile(bootPath, []byte("boot-1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	kube := fake.NewClientset()
-	d, err := NewDriver(n.ctx, DriverOptions{
+	d, err := NewDriver(n.Ctx, DriverOptions{
 		DriverName: testDriver, NodeName: testNode, Kube: kube,
 		Store:   checkpoint.NewStore(t.TempDir(), bootPath),
 		Specs:   cdi.NewWriter(cdi.Options{SpecDir: t.TempDir(), DevRoot: "/dev"}),
-		Devices: n.pub,
-		Health:  n.monitor,
+		Devices: n.Pub,
+		Health:  n.Monitor,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn := startHelper(t, n.ctx, d, kube, "h", true)
+	conn := startHelper(t, n.Ctx, d, kube, "h", true)
 	client := drahealthv1.NewDRAResourceHealthClient(conn)
 
 	watch := func() (drahealthv1.DRAResourceHealth_NodeWatchResourcesClient, context.CancelFunc) {
 		t.Helper()
-		ctx, cancel := context.WithCancel(n.ctx)
+		ctx, cancel := context.WithCancel(n.Ctx)
 		stream, err := client.NodeWatchResources(ctx, &drahealthv1.NodeWatchResourcesRequest{})
 		if err != nil {
 			t.Fatal(err)
@@ -84,8 +85,8 @@ func TestHealthThroughKubeletPluginHelper(t *testing.T) {
 		"mlx5-2-p1-shared": "UNHEALTHY: mlx5_2 port 1 is DOWN (Disabled)",
 		"mlx5-2-p1-s15":    "UNHEALTHY: mlx5_2 port 1 is DOWN (Disabled)",
 	})
-	n.setState("mlx5_0", 1, "1: DOWN", "3: Disabled")
-	n.step(time.Second)
+	n.SetState("mlx5_0", 1, "1: DOWN", "3: Disabled")
+	n.Step(time.Second)
 	expect(stream, devices, map[string]string{
 		"mlx5-0-p1":        "UNHEALTHY: mlx5_0 port 1 is DOWN (Disabled)",
 		"mlx5-0-p1-shared": "UNHEALTHY: mlx5_0 port 1 is DOWN (Disabled)",
@@ -145,3 +146,6 @@ func TestStaleHealthIsNoPublishError(t *testing.T) {
 		t.Errorf("publishing error counted %v times, want 1", got)
 	}
 }
+
+// epoch is when the fake clocks of the health and port statistics tests start.
+var epoch = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)

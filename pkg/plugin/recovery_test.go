@@ -22,6 +22,7 @@ import (
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/health"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/publish"
 )
 
 // crash is the panic value of a simulated crash.
@@ -258,9 +259,7 @@ type manualTrigger struct{ ch chan health.Signal }
 func (m manualTrigger) C() <-chan health.Signal { return m.ch }
 
 func (h *harness) publishedSnapshot() []resourceslice.DriverResources {
-	h.pub.mu.Lock()
-	defer h.pub.mu.Unlock()
-	return append([]resourceslice.DriverResources(nil), h.sink.published...)
+	return h.sink.snapshot()
 }
 
 func TestCleanupRemovesOrphansOnly(t *testing.T) {
@@ -357,7 +356,7 @@ func TestInstallHook(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	good := Config{NodeName: "n", DriverName: "rdma.dra.io", RescanInterval: time.Second, CleanupInterval: time.Minute, Model: ModelAuto, HealthcheckPort: -1,
+	good := Config{NodeName: "n", DriverName: "rdma.dra.io", RescanInterval: time.Second, CleanupInterval: time.Minute, Model: publish.ModelAuto, HealthcheckPort: -1,
 		HealthPollInterval: time.Second, TaintEffect: resourceapi.DeviceTaintEffectNoSchedule, MaxRepublishPerMinute: 20,
 		KubeClient: cliflags.KubeClient{QPS: DefaultKubeAPIQPS, Burst: DefaultKubeAPIBurst}, StatusAPIQPS: DefaultStatusAPIQPS, StatusAPIBurst: DefaultStatusAPIBurst}
 	tests := []struct {

@@ -30,6 +30,7 @@ import (
 	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/portcounters"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/porttable"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/publish"
 )
 
 // Run runs the kubelet plugin until ctx ends or an error stops it.
@@ -85,10 +86,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	publisher := NewPublisher(
+	publisher := publish.New(
 		discovery.New(discovery.Options{SysfsRoot: cfg.SysfsRoot, UseNetlink: cfg.UseNetlink()}),
 		devicemodel.Options{DriverName: cfg.DriverName, NodeName: cfg.NodeName, Config: nodeCfg},
-		cfg.Model, PublisherOptions{Metrics: m, Clock: realClock, Limiter: limiter, Observer: monitor, TaintEffect: cfg.TaintEffect, Flapping: monitor.Flapping})
+		cfg.Model, publish.Options{Metrics: m, Clock: realClock, Limiter: limiter, Observer: monitor, TaintEffect: cfg.TaintEffect, Flapping: monitor.Flapping})
 	// The first scan happens before the kubelet can call: prepare needs the devices.
 	if err := publisher.Sync(ctx); err != nil {
 		return err

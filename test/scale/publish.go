@@ -21,7 +21,7 @@ import (
 
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
-	"github.com/rdma-dra/rdma-dra-driver/pkg/plugin"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/publish"
 )
 
 // Model is how the simulated nodes publish their ports.
@@ -124,7 +124,7 @@ func newSliceSink(ctx context.Context, client kubernetes.Interface, driver strin
 	return &sliceSink{ctx: ctx, client: client, driver: driver, owner: &resourceslice.Owner{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}}
 }
 
-// PublishResources implements plugin.ResourcePublisher.
+// PublishResources implements publish.ResourcePublisher.
 func (s *sliceSink) PublishResources(_ context.Context, res resourceslice.DriverResources) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -235,7 +235,7 @@ type staticDiscoverer struct {
 	down bool
 }
 
-// Discover implements plugin.Discoverer. It returns a copy when the first port is down,
+// Discover implements publish.Discoverer. It returns a copy when the first port is down,
 // so that the Publisher sees a change.
 func (d *staticDiscoverer) Discover(context.Context) (*discovery.Inventory, error) {
 	d.mu.Lock()
@@ -266,7 +266,7 @@ type nodePublisher struct {
 	disc *staticDiscoverer
 	sink *sliceSink
 	// pub is the plugin's Publisher while it runs in one of its models.
-	pub *plugin.Publisher
+	pub *publish.Publisher
 }
 
 func newNodePublisher(ctx context.Context, client kubernetes.Interface, node *v1.Node, k *kind) *nodePublisher {
@@ -277,11 +277,11 @@ func newNodePublisher(ctx context.Context, client kubernetes.Interface, node *v1
 func (p *nodePublisher) publish(ctx context.Context, m Model) error {
 	switch m {
 	case ModelDefault, ModelLegacy:
-		choice := plugin.ModelPartitionable
+		choice := publish.ModelPartitionable
 		if m == ModelLegacy {
-			choice = plugin.ModelLegacy
+			choice = publish.ModelLegacy
 		}
-		p.pub = plugin.NewPublisher(p.disc, ModelOptions(p.node.Name, false), choice, plugin.PublisherOptions{})
+		p.pub = publish.New(p.disc, ModelOptions(p.node.Name, false), choice, publish.Options{})
 		p.pub.SetSink(p.sink)
 		return p.pub.Sync(ctx)
 	case ModelPerNIC, ModelFewAttributes, ModelCapacity:

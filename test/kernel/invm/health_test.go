@@ -17,7 +17,7 @@ import (
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/health"
-	"github.com/rdma-dra/rdma-dra-driver/pkg/plugin"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/publish"
 )
 
 // sink records what the publisher hands to the ResourceSlice controller.
@@ -84,8 +84,8 @@ func TestHealthFollowsPortState(t *testing.T) {
 				t.Fatal(err)
 			}
 			out := &sink{}
-			pub := plugin.NewPublisher(discovery.New(discovery.Options{UseNetlink: true}),
-				devicemodel.Options{NodeName: "vm"}, plugin.ModelPartitionable, plugin.PublisherOptions{Observer: mon})
+			pub := publish.New(discovery.New(discovery.Options{UseNetlink: true}),
+				devicemodel.Options{NodeName: "vm"}, publish.ModelPartitionable, publish.Options{Observer: mon})
 			pub.SetSink(out)
 			if err := pub.Sync(ctx); err != nil {
 				t.Fatal(err)

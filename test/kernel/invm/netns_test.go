@@ -12,7 +12,7 @@ import (
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/netattach"
-	"github.com/rdma-dra/rdma-dra-driver/pkg/plugin"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/publish"
 	"github.com/rdma-dra/rdma-dra-driver/test/kernel/rdmacore"
 )
 
@@ -58,8 +58,8 @@ func TestNetnsMode(t *testing.T) {
 			// What the plugin does with it: the publisher's answer (which makes prepare
 			// refuse shares in exclusive mode) and the rdma_netns attribute of the slices.
 			out := &sink{}
-			pub := plugin.NewPublisher(discovery.New(discovery.Options{UseNetlink: true}),
-				devicemodel.Options{NodeName: "vm"}, plugin.ModelPartitionable, plugin.PublisherOptions{})
+			pub := publish.New(discovery.New(discovery.Options{UseNetlink: true}),
+				devicemodel.Options{NodeName: "vm"}, publish.ModelPartitionable, publish.Options{})
 			pub.SetSink(out)
 			if err := pub.Sync(ctx); err != nil {
 				t.Fatal(err)

@@ -1,12 +1,9 @@
-package plugin
+package publish_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -16,150 +13,17 @@ import (
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
-	"k8s.io/klog/v2/ktesting"
-	"k8s.io/utils/clock"
 	testclock "k8s.io/utils/clock/testing"
 
-	"github.com/rdma-dra/rdma-dra-driver/internal/testutil/testwait"
+	"github.com/rdma-dra/rdma-dra-driver/internal/testutil/livenode"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
-	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
-	"github.com/rdma-dra/rdma-dra-driver/pkg/health"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/metrics"
-	"github.com/rdma-dra/rdma-dra-driver/pkg/mocknode"
-	"github.com/rdma-dra/rdma-dra-driver/pkg/portcounters"
 )
-
-// liveNode is a mock node with a running monitor and publisher, whose files a test
-// changes the way the kernel would.
-type liveNode struct {
-	t       *testing.T
-	ctx     context.Context
-	root    string
-	clock   clock.WithTicker
-	monitor *health.Monitor
-	pub     *Publisher
-	sink    *lockedSink
-	metrics *metrics.Plugin
-}
-
-type liveOptions struct {
-	clock        clock.WithTicker
-	poll         time.Duration
-	maxPerMinute int
-	effect       resourceapi.DeviceTaintEffect
-	sink         ResourcePublisher
-	// flapping turns the flapping check on, reading the node's counters.
-	flapping health.FlapOptions
-}
-
-func newLiveNode(t *testing.T, profile string, o liveOptions) *liveNode {
-	t.Helper()
-	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
-	dir := t.TempDir()
-	if err := mocknode.WriteProfile(profile, dir, mocknode.WriteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	n := &liveNode{t: t, ctx: ctx, root: filepath.Join(dir, mocknode.SysDir), clock: o.clock, sink: &lockedSink{next: o.sink}, metrics: metrics.NewPlugin()}
-	var err error
-	n.monitor, err = health.New(health.Options{SysfsRoot: n.root, PollInterval: o.poll, Clock: o.clock, Metrics: n.metrics,
-		Counters: portcounters.NewReader(n.root), Flapping: o.flapping})
-	if err != nil {
-		t.Fatal(err)
-	}
-	limiter, err := health.NewLimiter(o.clock, o.maxPerMinute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.pub = NewPublisher(discovery.New(discovery.Options{SysfsRoot: n.root}),
-		devicemodel.Options{DriverName: testDriver, NodeName: testNode}, ModelPartitionable,
-		PublisherOptions{Metrics: n.metrics, Clock: o.clock, Limiter: limiter, Observer: n.monitor, TaintEffect: o.effect, Flapping: n.monitor.Flapping})
-	n.pub.SetSink(n.sink)
-	if err := n.pub.Sync(ctx); err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); n.monitor.Run(ctx) }()
-	go func() { defer wg.Done(); n.pub.Run(ctx, n.monitor) }()
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	if fake, ok := o.clock.(*testclock.FakeClock); ok {
-		// The poll ticker must exist before a test steps the clock; the monitor makes it
-		// after its first poll, so that the counters' baseline predates what a test bumps.
-		waitUntil(t, fake.HasWaiters)
-	}
-	return n
-}
-
-func (n *liveNode) setState(ibdev string, port int, state, phys string) {
-	n.t.Helper()
-	dir := filepath.Join(n.root, "class/infiniband", ibdev, "ports", strconv.Itoa(port))
-	for file, v := range map[string]string{"state": state, "phys_state": phys} {
-		if err := os.WriteFile(filepath.Join(dir, file), []byte(v+"\n"), 0o644); err != nil {
-			n.t.Fatal(err)
-		}
-	}
-}
-
-// step moves the fake clock by d and waits until the poll it caused is done.
-func (n *liveNode) step(d time.Duration) {
-	n.t.Helper()
-	fake := n.clock.(*testclock.FakeClock)
-	fake.Step(d)
-	now := fake.Now()
-	waitUntil(n.t, func() bool { return !n.monitor.LastPoll().Before(now) })
-}
-
-// waitPublished waits until the sink has seen want publishes, and then until the
-// monitor and the publisher wait, so that a publish too many would have been made. Only
-// in a synctest bubble.
-func (n *liveNode) waitPublished(want int) resourceslice.DriverResources {
-	n.t.Helper()
-	waitUntil(n.t, func() bool { return n.sink.count() >= want })
-	synctest.Wait()
-	if got := n.sink.count(); got != want {
-		n.t.Fatalf("%d publishes, want %d", got, want)
-	}
-	return n.sink.last()
-}
-
-// lockedSink records publishes and passes them on to next, if set.
-type lockedSink struct {
-	next ResourcePublisher
-	mu   sync.Mutex
-	all  []resourceslice.DriverResources
-	at   []time.Time
-}
-
-func (s *lockedSink) PublishResources(ctx context.Context, r resourceslice.DriverResources) error {
-	if s.next != nil {
-		if err := s.next.PublishResources(ctx, r); err != nil {
-			return err
-		}
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.all = append(s.all, r)
-	s.at = append(s.at, time.Now())
-	return nil
-}
-
-func (s *lockedSink) count() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.all)
-}
-
-func (s *lockedSink) last() resourceslice.DriverResources {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.all[len(s.all)-1]
-}
 
 // devicesOf returns the published devices of the pool by name.
 func devicesOf(r resourceslice.DriverResources) map[string]resourceapi.Device {
 	out := map[string]resourceapi.Device{}
-	for _, s := range r.Pools[testPool].Slices {
+	for _, s := range r.Pools[livenode.PoolName].Slices {
 		for _, d := range s.Devices {
 			out[d.Name] = d
 		}
@@ -171,21 +35,16 @@ func notActive(value string, effect resourceapi.DeviceTaintEffect) []resourceapi
 	return []resourceapi.DeviceTaint{{Key: devicemodel.NotActiveTaintKey, Value: value, Effect: effect}}
 }
 
-func waitUntil(t *testing.T, cond func() bool) {
-	t.Helper()
-	testwait.For(t, "condition", cond)
-}
-
 // TestRepublishTransitions: every change a poll sees is republished after that one poll,
 // once, with the taint of a port that is not ACTIVE, and in the health stream. In a
-// synctest bubble: see waitPublished.
+// synctest bubble: see livenode.Node.WaitPublished.
 func TestRepublishTransitions(t *testing.T) {
 	for _, effect := range []resourceapi.DeviceTaintEffect{resourceapi.DeviceTaintEffectNoSchedule, resourceapi.DeviceTaintEffectNoExecute} {
 		t.Run(string(effect), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				n := newLiveNode(t, "disabled-port", liveOptions{clock: testclock.NewFakeClock(epoch), poll: time.Second, effect: effect})
+				n := livenode.New(t, "disabled-port", livenode.Options{Clock: testclock.NewFakeClock(epoch), Poll: time.Second, Effect: effect})
 				reports := make(chan kubeletplugin.DeviceHealthReport, 100)
-				go func() { _ = n.monitor.Watch(n.ctx, reports) }()
+				go func() { _ = n.Monitor.Watch(n.Ctx, reports) }()
 				healthOf := func(device string) string {
 					t.Helper()
 					var last kubeletplugin.DeviceHealthReport
@@ -204,7 +63,7 @@ func TestRepublishTransitions(t *testing.T) {
 					return "missing"
 				}
 				// The profile's disabled port is tainted from the start.
-				first := devicesOf(n.sink.last())
+				first := devicesOf(n.Sink.Last())
 				if diff := cmp.Diff(notActive("DOWN", effect), first["mlx5-2-p1"].Taints); diff != "" {
 					t.Errorf("disabled port (-want +got):\n%s", diff)
 				}
@@ -218,25 +77,25 @@ func TestRepublishTransitions(t *testing.T) {
 					device, taint, phys, health string
 					present                     bool
 				}{
-					{"ACTIVE to DOWN", func() { n.setState("mlx5_0", 1, "1: DOWN", "3: Disabled") },
+					{"ACTIVE to DOWN", func() { n.SetState("mlx5_0", 1, "1: DOWN", "3: Disabled") },
 						"mlx5-0-p1", "DOWN", "Disabled", "Unhealthy: mlx5_0 port 1 is DOWN (Disabled)", true},
-					{"DOWN to INIT", func() { n.setState("mlx5_0", 1, "2: INIT", "5: LinkUp") },
+					{"DOWN to INIT", func() { n.SetState("mlx5_0", 1, "2: INIT", "5: LinkUp") },
 						"mlx5-0-p1", "INIT", "LinkUp", "Unhealthy: mlx5_0 port 1 is INIT (LinkUp)", true},
-					{"INIT to ACTIVE", func() { n.setState("mlx5_0", 1, "4: ACTIVE", "5: LinkUp") },
+					{"INIT to ACTIVE", func() { n.SetState("mlx5_0", 1, "4: ACTIVE", "5: LinkUp") },
 						"mlx5-0-p1", "", "LinkUp", "Healthy: mlx5_0 port 1 is ACTIVE (LinkUp)", true},
-					{"phys_state alone", func() { n.setState("mlx5_0", 1, "4: ACTIVE", "6: LinkErrorRecovery") },
+					{"phys_state alone", func() { n.SetState("mlx5_0", 1, "4: ACTIVE", "6: LinkErrorRecovery") },
 						"mlx5-0-p1-shared", "", "LinkErrorRecovery", "Healthy: mlx5_0 port 1 is ACTIVE (LinkErrorRecovery)", true},
-					{"the disabled port comes up", func() { n.setState("mlx5_2", 1, "4: ACTIVE", "5: LinkUp") },
+					{"the disabled port comes up", func() { n.SetState("mlx5_2", 1, "4: ACTIVE", "5: LinkUp") },
 						"mlx5-2-p1-shared", "", "LinkUp", "Healthy: mlx5_2 port 1 is ACTIVE (LinkUp)", true},
-					{"a device disappears", func() { plug = unplug(t, n.root, "mlx5_3") },
+					{"a device disappears", func() { plug = unplug(t, n.Root, "mlx5_3") },
 						"mlx5-3-p1", "", "", "Unhealthy: mlx5_3 port 1 is no longer on the node", false},
 					{"and comes back", func() { plug() },
 						"mlx5-3-p1", "", "LinkUp", "Healthy: mlx5_3 port 1 is ACTIVE (LinkUp)", true},
 				}
 				for i, s := range steps {
 					s.change()
-					n.step(time.Second)
-					devices := devicesOf(n.waitPublished(i + 2))
+					n.Step(time.Second)
+					devices := devicesOf(n.WaitPublished(i + 2))
 					d, ok := devices[s.device]
 					if ok != s.present {
 						t.Fatalf("%s: %s published %v, want %v", s.name, s.device, ok, s.present)
@@ -266,11 +125,11 @@ rdma_dra_republish_total{trigger="netlink"} 0
 rdma_dra_republish_total{trigger="poll"} 7
 rdma_dra_republish_total{trigger="rescan"} 0
 `
-				if err := testutil.GatherAndCompare(n.metrics.Registry(), strings.NewReader(want), "rdma_dra_republish_total"); err != nil {
+				if err := testutil.GatherAndCompare(n.Metrics.Registry(), strings.NewReader(want), "rdma_dra_republish_total"); err != nil {
 					t.Error(err)
 				}
 				// Every poll's change is timed; the fake clock makes each take no time.
-				if vec, err := testutil.GetHistogramVecFromGatherer(n.metrics.Registry(), "rdma_dra_republish_latency_seconds", nil); err != nil || len(vec) != 1 {
+				if vec, err := testutil.GetHistogramVecFromGatherer(n.Metrics.Registry(), "rdma_dra_republish_latency_seconds", nil); err != nil || len(vec) != 1 {
 					t.Errorf("latency histogram: %d series, %v", len(vec), err)
 				}
 			})
@@ -301,15 +160,15 @@ func unplug(t *testing.T, root, ibdev string) func() {
 
 // TestRepublishDamping: a port that flaps every second is republished at most the
 // configured number of times a minute, and its last state is published once the budget
-// allows, even though it did not change again. In a synctest bubble: see waitPublished.
+// allows, even though it did not change again. In a synctest bubble: see livenode.Node.WaitPublished.
 func TestRepublishDamping(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := testclock.NewFakeClock(epoch)
 		// Four a minute: a burst of two, then one every thirty seconds.
-		n := newLiveNode(t, "disabled-port", liveOptions{clock: c, poll: time.Second, maxPerMinute: 4})
+		n := livenode.New(t, "disabled-port", livenode.Options{Clock: c, Poll: time.Second, MaxPerMinute: 4})
 		taint := func() string {
 			t.Helper()
-			d := devicesOf(n.sink.last())["mlx5-0-p1"]
+			d := devicesOf(n.Sink.Last())["mlx5-0-p1"]
 			if len(d.Taints) == 0 {
 				return "ACTIVE"
 			}
@@ -318,18 +177,18 @@ func TestRepublishDamping(t *testing.T) {
 		// 21 flips, one a second, ending DOWN.
 		for i := 1; i <= 21; i++ {
 			if i%2 == 1 {
-				n.setState("mlx5_0", 1, "1: DOWN", "3: Disabled")
+				n.SetState("mlx5_0", 1, "1: DOWN", "3: Disabled")
 			} else {
-				n.setState("mlx5_0", 1, "4: ACTIVE", "5: LinkUp")
+				n.SetState("mlx5_0", 1, "4: ACTIVE", "5: LinkUp")
 			}
-			n.step(time.Second)
+			n.Step(time.Second)
 			if i <= 2 {
 				// The burst: each flip is out after its poll.
-				n.waitPublished(1 + i)
+				n.WaitPublished(1 + i)
 			}
 		}
 		// Held back since the third flip: what is published is the second flip's state.
-		if got, want := n.sink.count(), 3; got != want {
+		if got, want := n.Sink.Count(), 3; got != want {
 			t.Fatalf("%d publishes during the flapping, want %d", got, want)
 		}
 		if got := taint(); got != "ACTIVE" {
@@ -338,9 +197,9 @@ func TestRepublishDamping(t *testing.T) {
 		// The port stays DOWN; once a token has refilled (thirty seconds after the first
 		// publish of the burst, at 31s) the last state is out.
 		for range 10 {
-			n.step(time.Second)
+			n.Step(time.Second)
 		}
-		n.waitPublished(4)
+		n.WaitPublished(4)
 		if got := taint(); got != "DOWN" {
 			t.Errorf("last state published %s, want DOWN", got)
 		}
@@ -349,10 +208,10 @@ func TestRepublishDamping(t *testing.T) {
 		}
 		// Quiet from here: nothing more to publish, however long.
 		for range 60 {
-			n.step(time.Second)
+			n.Step(time.Second)
 		}
-		n.waitPublished(4)
-		if got := metricValue(t, n.metrics, "rdma_dra_republish_damped_total"); got < 1 {
+		n.WaitPublished(4)
+		if got := metricValue(t, n.Metrics, "rdma_dra_republish_damped_total"); got < 1 {
 			t.Errorf("damped republishes %v, want at least 1", got)
 		}
 	})

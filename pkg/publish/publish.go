@@ -1,4 +1,4 @@
-package plugin
+package publish
 
 import (
 	"context"
@@ -91,8 +91,8 @@ type ScanObserver interface {
 	Observe(ctx context.Context, scan health.Scan)
 }
 
-// PublisherOptions are the optional parts of a Publisher.
-type PublisherOptions struct {
+// Options are the optional parts of a Publisher.
+type Options struct {
 	// Metrics receives the publisher's metrics; nil creates a private set.
 	Metrics *metrics.Plugin
 	// Clock times damping and republish latency; nil is the real clock.
@@ -118,8 +118,8 @@ func ParseTaintEffect(s string) (resourceapi.DeviceTaintEffect, error) {
 	return "", fmt.Errorf("unknown taint effect %q, want NoSchedule, NoExecute or None", s)
 }
 
-// NewPublisher returns a publisher. opts.Legacy is ignored: choice decides the model.
-func NewPublisher(d Discoverer, opts devicemodel.Options, choice Model, po PublisherOptions) *Publisher {
+// New returns a publisher. opts.Legacy is ignored: choice decides the model.
+func New(d Discoverer, opts devicemodel.Options, choice Model, po Options) *Publisher {
 	if po.Metrics == nil {
 		po.Metrics = metrics.NewPlugin()
 	}
@@ -265,8 +265,8 @@ func (p *Publisher) HandleDroppedFields(ctx context.Context, err *resourceslice.
 	return true
 }
 
-// Lookup implements DeviceLookup: devices of the published model first, then those of
-// the other model of the same inventory.
+// Lookup finds a device by pool and name (the kubelet plugin's DeviceLookup): devices of
+// the published model first, then those of the other model of the same inventory.
 func (p *Publisher) Lookup(pool, device string) (devicemodel.Device, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

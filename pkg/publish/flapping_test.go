@@ -1,10 +1,6 @@
-package plugin
+package publish_test
 
 import (
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -13,35 +9,19 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	testclock "k8s.io/utils/clock/testing"
 
+	"github.com/rdma-dra/rdma-dra-driver/internal/testutil/livenode"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/health"
 )
 
-// bumpCounter adds n to a counter file of a port, as the adapter would.
-func (n *liveNode) bumpCounter(ibdev string, port int, file string, by uint64) {
-	n.t.Helper()
-	p := filepath.Join(n.root, "class/infiniband", ibdev, "ports", strconv.Itoa(port), "counters", file)
-	b, err := os.ReadFile(p)
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(strconv.FormatUint(v+by, 10)+"\n"), 0o644); err != nil {
-		n.t.Fatal(err)
-	}
-}
-
 // TestRepublishFlapping: a port whose link_downed rises is republished with the
 // flapping taint after the one poll that read it, though it stays ACTIVE, beside the
 // not-ACTIVE taint when it is down too, and without it once it was quiet for the quiet
-// window. In a synctest bubble: see waitPublished.
+// window. In a synctest bubble: see livenode.Node.WaitPublished.
 func TestRepublishFlapping(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n := newLiveNode(t, "disabled-port", liveOptions{clock: testclock.NewFakeClock(epoch), poll: time.Second,
-			flapping: health.FlapOptions{Window: time.Minute, Quiet: 30 * time.Second, LinkDowned: 2, SymbolErrors: 100}})
+		n := livenode.New(t, "disabled-port", livenode.Options{Clock: testclock.NewFakeClock(epoch), Poll: time.Second,
+			Flapping: health.FlapOptions{Window: time.Minute, Quiet: 30 * time.Second, LinkDowned: 2, SymbolErrors: 100}})
 		flapping := func(value string) resourceapi.DeviceTaint {
 			return resourceapi.DeviceTaint{Key: devicemodel.FlappingTaintKey, Value: value, Effect: resourceapi.DeviceTaintEffectNoSchedule}
 		}
@@ -55,15 +35,15 @@ func TestRepublishFlapping(t *testing.T) {
 			want []resourceapi.DeviceTaint
 		}{
 			{name: "one link down: under the threshold",
-				change: func() { n.bumpCounter("mlx5_0", 1, "link_downed", 1) }, advance: time.Second},
+				change: func() { n.BumpCounter("mlx5_0", 1, "link_downed", 1) }, advance: time.Second},
 			{name: "a second one: flapping, while ACTIVE",
-				change: func() { n.bumpCounter("mlx5_0", 1, "link_downed", 1) }, advance: time.Second, publish: true,
+				change: func() { n.BumpCounter("mlx5_0", 1, "link_downed", 1) }, advance: time.Second, publish: true,
 				want: []resourceapi.DeviceTaint{flapping("LinkDowned")}},
 			{name: "and down now: both taints",
-				change: func() { n.setState("mlx5_0", 1, "1: DOWN", "3: Disabled") }, advance: time.Second, publish: true,
+				change: func() { n.SetState("mlx5_0", 1, "1: DOWN", "3: Disabled") }, advance: time.Second, publish: true,
 				want: []resourceapi.DeviceTaint{flapping("LinkDowned"), notActive("DOWN", resourceapi.DeviceTaintEffectNoSchedule)[0]}},
 			{name: "ACTIVE again: still flapping",
-				change: func() { n.setState("mlx5_0", 1, "4: ACTIVE", "5: LinkUp") }, advance: time.Second, publish: true,
+				change: func() { n.SetState("mlx5_0", 1, "4: ACTIVE", "5: LinkUp") }, advance: time.Second, publish: true,
 				want: []resourceapi.DeviceTaint{flapping("LinkDowned")}},
 			// The first link down was read at 1s: it leaves the window at 61s, so the poll
 			// at 60s was the last over the threshold, and the quiet window ends at 90s.
@@ -77,12 +57,12 @@ func TestRepublishFlapping(t *testing.T) {
 			}
 			// One poll a second, as the plugin polls.
 			for range s.advance / time.Second {
-				n.step(time.Second)
+				n.Step(time.Second)
 			}
 			if s.publish {
 				publishes++
 			}
-			devices := devicesOf(n.waitPublished(publishes))
+			devices := devicesOf(n.WaitPublished(publishes))
 			for _, name := range []string{"mlx5-0-p1", "mlx5-0-p1-shared"} {
 				if diff := cmp.Diff(s.want, devices[name].Taints); diff != "" {
 					t.Errorf("%s: %s taints (-want +got):\n%s", s.name, name, diff)

@@ -1,4 +1,4 @@
-package plugin
+package publish
 
 import "github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 

@@ -1,4 +1,4 @@
-package plugin
+package publish_test
 
 import (
 	"context"
@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/rdma-dra/rdma-dra-driver/internal/testutil/livenode"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/metrics"
 )
 
@@ -42,9 +43,9 @@ func (s *controllerSink) PublishResources(_ context.Context, r resourceslice.Dri
 		return nil
 	}
 	ctrl, err := resourceslice.StartController(s.ctx, resourceslice.Options{
-		DriverName: testDriver,
+		DriverName: livenode.DriverName,
 		KubeClient: s.kube,
-		Owner:      &resourceslice.Owner{APIVersion: "v1", Kind: "Node", Name: testNode, UID: "node-uid"},
+		Owner:      &resourceslice.Owner{APIVersion: "v1", Kind: "Node", Name: livenode.NodeName, UID: "node-uid"},
 		Resources:  &r,
 	})
 	if err != nil {
@@ -104,7 +105,7 @@ func TestChangeToSliceLatency(t *testing.T) {
 		flips = 20
 		poll  = 50 * time.Millisecond
 	)
-	kube := apiServerLike(fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode, UID: "node-uid"}}))
+	kube := apiServerLike(fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: livenode.NodeName, UID: "node-uid"}}))
 	ctrlCtx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background().V(1)))
 	defer cancel()
 	sink := &controllerSink{kube: kube, ctx: ctrlCtx}
@@ -115,7 +116,7 @@ func TestChangeToSliceLatency(t *testing.T) {
 	}
 	defer watcher.Stop()
 
-	n := newLiveNode(t, "disabled-port", liveOptions{clock: clock.RealClock{}, poll: poll, sink: sink})
+	n := livenode.New(t, "disabled-port", livenode.Options{Clock: clock.RealClock{}, Poll: poll, Next: sink})
 
 	// tainted reports, from each slice event, whether mlx5-0-p1 is tainted.
 	tainted := make(chan bool, 100)
@@ -153,19 +154,17 @@ func TestChangeToSliceLatency(t *testing.T) {
 		down := i%2 == 0
 		start := time.Now()
 		if down {
-			n.setState("mlx5_0", 1, "1: DOWN", "3: Disabled")
+			n.SetState("mlx5_0", 1, "1: DOWN", "3: Disabled")
 		} else {
-			n.setState("mlx5_0", 1, "4: ACTIVE", "5: LinkUp")
+			n.SetState("mlx5_0", 1, "4: ACTIVE", "5: LinkUp")
 		}
-		published := n.sink.count()
+		published := n.Sink.Count()
 		waitTainted(down)
 		end := time.Now()
 		total = append(total, end.Sub(start))
-		n.sink.mu.Lock()
-		if len(n.sink.at) > published {
-			afterPublish = append(afterPublish, end.Sub(n.sink.at[published]))
+		if at, ok := n.Sink.At(published); ok {
+			afterPublish = append(afterPublish, end.Sub(at))
 		}
-		n.sink.mu.Unlock()
 	}
 	median := func(d []time.Duration) time.Duration {
 		s := slices.Clone(d)
@@ -174,14 +173,14 @@ func TestChangeToSliceLatency(t *testing.T) {
 	}
 	t.Logf("state file written -> slice updated, poll %s, %d flips: median %s, max %s", poll, flips, median(total), slices.Max(total))
 	t.Logf("PublishResources -> slice updated: median %s, max %s", median(afterPublish), slices.Max(afterPublish))
-	count, sum := histogram(t, n.metrics, "rdma_dra_republish_latency_seconds")
+	count, sum := histogram(t, n.Metrics, "rdma_dra_republish_latency_seconds")
 	t.Logf("change noticed -> PublishResources returned (republish_latency_seconds): %d republishes, mean %s",
 		count, time.Duration(sum/float64(count)*float64(time.Second)))
 	// A poll may fall between the writes of state and phys_state and publish twice.
 	if count < flips {
 		t.Errorf("%d republishes timed, want at least %d", count, flips)
 	}
-	if got := metricValue(t, n.metrics, "rdma_dra_republish_damped_total"); got != 0 {
+	if got := metricValue(t, n.Metrics, "rdma_dra_republish_damped_total"); got != 0 {
 		t.Errorf("undamped node damped %v times", got)
 	}
 }
