@@ -110,7 +110,7 @@ func benchmarkPrepare(b *testing.B, workers, devices int) {
 	wg.Wait()
 	elapsed := time.Since(start)
 	b.StopTimer()
-	if err := d.status.waitIdle(context.Background()); err != nil {
+	if err := d.status.WaitIdle(context.Background()); err != nil {
 		b.Fatal(err)
 	}
 	slices.Sort(durations)

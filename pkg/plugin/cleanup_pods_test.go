@@ -64,7 +64,7 @@ func TestCleanupDropsPodsNoLongerReserved(t *testing.T) {
 				merged := false
 				// The fake clientset's reactors may not change while the status writer
 				// calls.
-				if err := d.status.waitIdle(h.ctx); err != nil {
+				if err := d.status.WaitIdle(h.ctx); err != nil {
 					t.Fatal(err)
 				}
 				h.kube.PrependReactor("get", "resourceclaims", func(k8stesting.Action) (bool, runtime.Object, error) {

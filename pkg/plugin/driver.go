@@ -22,6 +22,7 @@ import (
 
 	"github.com/rdma-dra/rdma-dra-driver/pkg/cdi"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/claimstatus"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/metrics"
 )
@@ -68,7 +69,7 @@ type Driver struct {
 	health     HealthWatcher
 	metrics    *metrics.Plugin
 	clock      clock.PassiveClock
-	status     *StatusWriter
+	status     *claimstatus.Writer
 	hold       *Failpoint
 	claims     *claimLocks
 	// net attaches claimed networks into pods (podnet.go); nil when network attachment
@@ -122,7 +123,7 @@ type DriverOptions struct {
 	Kube kubernetes.Interface
 	// StatusKube is the client the claim status writer applies with: one with a rate
 	// limiter of its own, so that status writes never wait in front of the helper's
-	// GET of a claim the kubelet is preparing (status.go).
+	// GET of a claim the kubelet is preparing (pkg/claimstatus).
 	StatusKube kubernetes.Interface
 	// Store is the checkpoint in the plugin data directory.
 	Store *checkpoint.Store
@@ -223,7 +224,8 @@ func NewDriver(ctx context.Context, opts DriverOptions) (*Driver, error) {
 	if statusKube == nil {
 		statusKube = d.kube
 	}
-	d.status = NewStatusWriter(StatusOptions{DriverName: d.driverName, Kube: statusKube, Clock: d.clock, Metrics: d.metrics})
+	d.status = claimstatus.New(claimstatus.Options{DriverName: d.driverName, Kube: statusKube, Clock: d.clock, Metrics: d.metrics,
+		KeepConditions: fabricConditionTypes})
 	claims, err := newClaimLocks(filepath.Join(d.store.Dir(), claimLockDir))
 	if err != nil {
 		return nil, err
@@ -304,8 +306,8 @@ func (d *Driver) recoverCheckpoint(ctx context.Context, loaded checkpoint.Loaded
 func (d *Driver) RunStatusWriter(ctx context.Context) { d.status.Run(ctx) }
 
 // ClaimStatus is the writer of the claims' status.devices: the network attachment
-// reports what a pod got through it (StatusWriter.Update).
-func (d *Driver) ClaimStatus() *StatusWriter { return d.status }
+// reports what a pod got through it (claimstatus.Writer.Update).
+func (d *Driver) ClaimStatus() *claimstatus.Writer { return d.status }
 
 func (d *Driver) updateGauges(cp *checkpoint.Checkpoint) {
 	d.metrics.SetPreparedClaims(len(cp.Claims))

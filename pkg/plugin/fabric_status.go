@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -14,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"github.com/rdma-dra/rdma-dra-driver/pkg/claimstatus"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
 )
 
@@ -23,8 +23,8 @@ const (
 	reasonTimedOut = "FabricNotReadyInTime"
 )
 
-// fabricConditionTypes are the condition types the gate owns; the status writer keeps
-// them when it replaces an entry (status.go).
+// fabricConditionTypes are the condition types the gate owns; the claim status writer
+// keeps them when it replaces an entry (claimstatus.Options.KeepConditions).
 var fabricConditionTypes = []string{devicemodel.FabricReadyCondition, devicemodel.FabricFailedCondition}
 
 // write sets the fabric conditions of the claim's gated devices to the verdicts (and, when
@@ -78,7 +78,7 @@ func (g *FabricGate) write(ctx context.Context, claim *resourceapi.ResourceClaim
 			return fmt.Errorf("encode fabric readiness patch: %w", err)
 		}
 		_, err = claims.Patch(ctx, claim.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: g.opts.DriverName}, "status")
-		if apierrors.IsConflict(err) && strings.Contains(err.Error(), optimisticLockMsg) && attempt < 4 {
+		if claimstatus.IsStaleWrite(err) && attempt < 4 {
 			continue // changed since the read (the scheduler, prepare's status): read again
 		}
 		if err != nil {
@@ -132,32 +132,4 @@ func newEntry(r resourceapi.DeviceRequestAllocationResult) resourceapi.Allocated
 		ds.ShareID = &id
 	}
 	return ds
-}
-
-// keepFabricConditions carries the fabric conditions of the entries in old over to the
-// entries of the same device in ours, which the status writer is about to write: prepare
-// replaces this driver's entries, and a claim shared by pods that are still to be bound
-// must keep saying that its fabric was ready, or those pods would wait again.
-func keepFabricConditions(ours, old []resourceapi.AllocatedDeviceStatus) {
-	for i := range ours {
-		for _, o := range old {
-			if o.Driver != ours[i].Driver || o.Pool != ours[i].Pool || o.Device != ours[i].Device || !equalStringPtr(o.ShareID, ours[i].ShareID) {
-				continue
-			}
-			for _, c := range o.Conditions {
-				for _, typ := range fabricConditionTypes {
-					if c.Type == typ {
-						ours[i].Conditions = append(ours[i].Conditions, c)
-					}
-				}
-			}
-		}
-	}
-}
-
-func equalStringPtr(a, b *string) bool {
-	if a == nil || b == nil {
-		return a == nil && b == nil
-	}
-	return *a == *b
 }

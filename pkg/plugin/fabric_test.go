@@ -323,7 +323,7 @@ func TestFabricConditionsSurviveOtherWriters(t *testing.T) {
 	if r := prepareOne(t, d, c); r.Err != nil {
 		t.Fatal(r.Err)
 	}
-	if err := d.status.waitIdle(h.ctx); err != nil {
+	if err := d.status.WaitIdle(h.ctx); err != nil {
 		t.Fatal(err)
 	}
 	got, err := h.kube.ResourceV1().ResourceClaims("ns").Get(h.ctx, "c", metav1.GetOptions{})

@@ -56,7 +56,7 @@ func TestCleanupKeepsMetadataOfNewerClaim(t *testing.T) {
 			if res := prepareOne(t, d, old); res.Err != nil {
 				t.Fatal(res.Err)
 			}
-			if err := d.status.waitIdle(h.ctx); err != nil {
+			if err := d.status.WaitIdle(h.ctx); err != nil {
 				t.Fatal(err)
 			}
 			// The claim is deleted without an unprepare and created again.

@@ -65,7 +65,7 @@ func TestUnreadableCheckpoint(t *testing.T) {
 				}
 			}
 			// The fake clientset's reactors may not change while the status writer calls.
-			if err := d.status.waitIdle(h.ctx); err != nil {
+			if err := d.status.WaitIdle(h.ctx); err != nil {
 				t.Fatal(err)
 			}
 			var lists atomic.Int32

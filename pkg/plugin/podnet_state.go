@@ -14,6 +14,7 @@ import (
 	"github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/addrlease"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/claimstatus"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/netattach"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
@@ -142,7 +143,7 @@ func (p *podNetwork) attachedPods(ctx context.Context) ([]string, error) {
 // for each attached device, the attachment of the claim's first pod (a claim shared
 // by several pods has one status per device, not per pod).
 func (d *Driver) reportNetwork(ctx context.Context, uid string) {
-	var ref ClaimRef
+	var ref claimstatus.ClaimRef
 	var net *claimNetwork
 	err := d.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
 		entry := cp.Claims[uid]
@@ -150,7 +151,7 @@ func (d *Driver) reportNetwork(ctx context.Context, uid string) {
 			return false, nil
 		}
 		n, err := networkOf(entry)
-		ref = ClaimRef{Namespace: entry.Namespace, Name: entry.Name, UID: types.UID(uid)}
+		ref = claimstatus.ClaimRef{Namespace: entry.Namespace, Name: entry.Name, UID: types.UID(uid)}
 		net = n
 		return false, err
 	})
@@ -161,25 +162,25 @@ func (d *Driver) reportNetwork(ctx context.Context, uid string) {
 		return
 	}
 	ref.Generation = net.Generation
-	d.status.Update(ref, func(current []DeviceStatus) []DeviceStatus {
+	d.status.Update(ref, func(current []claimstatus.DeviceStatus) []claimstatus.DeviceStatus {
 		for _, nd := range net.Devices {
-			var data *NetworkDeviceData
+			var data *claimstatus.NetworkDeviceData
 			for _, a := range nd.Attachments {
 				if a.State.Phase == netattach.PhaseAttached && a.State.Spec.PodIfName != "" {
-					data = &NetworkDeviceData{InterfaceName: a.State.Spec.PodIfName, HardwareAddress: a.State.HardwareAddr}
+					data = &claimstatus.NetworkDeviceData{InterfaceName: a.State.Spec.PodIfName, HardwareAddress: a.State.HardwareAddr}
 					for _, p := range a.State.PodAddresses {
 						data.IPs = append(data.IPs, p.String())
 					}
 					break
 				}
 			}
-			i := slices.IndexFunc(current, func(ds DeviceStatus) bool {
+			i := slices.IndexFunc(current, func(ds claimstatus.DeviceStatus) bool {
 				return ds.Pool == nd.Pool && ds.Device == nd.Device && ds.ShareID == nd.ShareID
 			})
 			if i < 0 {
 				// The network record keeps what the status needs of the port but its GID index.
 				port := discovery.Port{IBDev: nd.IBDev, Port: nd.Port, LinkLayer: nd.LinkLayer, Netdev: nd.Netdev}
-				current = append(current, DeviceStatus{Pool: nd.Pool, Device: nd.Device, ShareID: nd.ShareID,
+				current = append(current, claimstatus.DeviceStatus{Pool: nd.Pool, Device: nd.Device, ShareID: nd.ShareID,
 					Data: newDeviceData(&port, nd.UVerbs)})
 				i = len(current) - 1
 			}

@@ -227,7 +227,7 @@ func (d *Driver) writeClaim(ctx context.Context, plan *claimPlan) kubeletplugin.
 	for i := range plan.entry.Devices {
 		plan.entry.Devices[i].CDIDeviceIDs = ids[i]
 	}
-	d.status.enqueue(ctx, plan.claim, plan.entry.Clone().Devices, plan.devices)
+	enqueueStatus(d.status, plan.claim, plan.entry.Clone().Devices, plan.devices)
 	d.stepDone(stepStatusQueued)
 	plan.entry.Phase = checkpoint.PhasePrepareCompleted
 	plan.entry.UpdatedAt = d.now()

@@ -20,6 +20,7 @@ import (
 	"github.com/rdma-dra/rdma-dra-driver/internal/testutil/testwait"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/cdi"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/claimstatus"
 )
 
 func TestPrepareExclusive(t *testing.T) {
@@ -73,7 +74,7 @@ func checkStatus(t *testing.T, h *harness, claim *resourceapi.ResourceClaim, n i
 	if first.Driver != testDriver || first.Pool != testPool || first.Device != "mlx5-0-p1" {
 		t.Errorf("status device 0 names %s/%s/%s", first.Driver, first.Pool, first.Device)
 	}
-	if len(first.Conditions) != 1 || first.Conditions[0].Type != ConditionReady || first.Conditions[0].Status != metav1.ConditionTrue {
+	if len(first.Conditions) != 1 || first.Conditions[0].Type != claimstatus.ConditionReady || first.Conditions[0].Status != metav1.ConditionTrue {
 		t.Errorf("status conditions: %+v", first.Conditions)
 	}
 	var data v1alpha1.DeviceStatusData

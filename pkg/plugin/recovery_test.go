@@ -276,7 +276,7 @@ func TestCleanupRemovesOrphansOnly(t *testing.T) {
 	// Claim status is written in the background. Let it finish before the claims are
 	// deleted: the fake clientset's apply would create a deleted claim anew, which a real
 	// API server does not do for the status subresource.
-	if err := d.status.waitIdle(h.ctx); err != nil {
+	if err := d.status.WaitIdle(h.ctx); err != nil {
 		t.Fatal(err)
 	}
 	// A spec with neither entry nor claim, as after a lost checkpoint.

@@ -1,7 +1,6 @@
 package plugin
 
 import (
-	"context"
 	"path"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -9,19 +8,24 @@ import (
 	"github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/cdi"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/claimstatus"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 )
 
-// The status prepare reports, in the StatusWriter's terms.
+// The status prepare reports, in the claim status writer's terms (pkg/claimstatus).
 
-// refOf is the ClaimRef of a claim object.
-func refOf(claim *resourceapi.ResourceClaim) ClaimRef {
-	return ClaimRef{Namespace: claim.Namespace, Name: claim.Name, UID: claim.UID, Generation: claim.Generation}
+// newDeviceData is the status data of a device on port p whose uverbs device the
+// container sees at uverbs. Its port facts are a few of the inventory's (discovery.Port),
+// under the same field names and JSON keys (TestDeviceDataIsInventorySubset checks it);
+// the whole port would put some thirty facts into every claim's status.
+func newDeviceData(p *discovery.Port, uverbs string) *v1alpha1.DeviceStatusData {
+	return &v1alpha1.DeviceStatusData{IBDev: p.IBDev, Port: p.Port, LinkLayer: p.LinkLayer, GIDIndex: p.GIDIndex, Netdev: p.Netdev, UVerbs: uverbs}
 }
 
 // prepareStatus is the status prepare reports for a claim: each prepared device is Ready
 // and names its port.
-func prepareStatus(prepared []checkpoint.Device, devices []cdi.ClaimDevice) []DeviceStatus {
-	out := make([]DeviceStatus, 0, len(prepared))
+func prepareStatus(prepared []checkpoint.Device, devices []cdi.ClaimDevice) []claimstatus.DeviceStatus {
+	out := make([]claimstatus.DeviceStatus, 0, len(prepared))
 	for i, dev := range prepared {
 		var data *v1alpha1.DeviceStatusData
 		for _, port := range devices[i].AllPorts() {
@@ -35,20 +39,20 @@ func prepareStatus(prepared []checkpoint.Device, devices []cdi.ClaimDevice) []De
 				data.MorePorts = append(data.MorePorts, *newDeviceData(&port, uverbs))
 			}
 		}
-		out = append(out, DeviceStatus{Pool: dev.Pool, Device: dev.Device, ShareID: dev.ShareID, Data: data})
+		out = append(out, claimstatus.DeviceStatus{Pool: dev.Pool, Device: dev.Device, ShareID: dev.ShareID, Data: data})
 	}
 	return out
 }
 
-// enqueue is prepare's call: it sets the status of a prepared claim, keeping network
-// data that a later step (network attachment) reported for the same devices. It costs
-// no API request.
-func (s *StatusWriter) enqueue(_ context.Context, claim *resourceapi.ResourceClaim, prepared []checkpoint.Device, devices []cdi.ClaimDevice) {
+// enqueueStatus is prepare's call: it sets the status of a prepared claim in w, keeping
+// network data that a later step (network attachment) reported for the same devices. It
+// costs no API request.
+func enqueueStatus(w *claimstatus.Writer, claim *resourceapi.ResourceClaim, prepared []checkpoint.Device, devices []cdi.ClaimDevice) {
 	if len(prepared) == 0 {
 		return
 	}
 	next := prepareStatus(prepared, devices)
-	s.Update(refOf(claim), func(current []DeviceStatus) []DeviceStatus {
+	w.Update(claimstatus.RefOf(claim), func(current []claimstatus.DeviceStatus) []claimstatus.DeviceStatus {
 		for i := range next {
 			for _, c := range current {
 				if c.Pool == next[i].Pool && c.Device == next[i].Device && c.ShareID == next[i].ShareID {

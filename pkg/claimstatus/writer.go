@@ -1,11 +1,9 @@
-package plugin
+package claimstatus
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,57 +18,15 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
-	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/metrics"
 )
 
-// ConditionReady is the condition the plugin sets on each device it prepared.
-const ConditionReady = "Ready"
-
-// newDeviceData is the status data of a device on port p whose uverbs device the
-// container sees at uverbs. Its port facts are a few of the inventory's (discovery.Port),
-// under the same field names and JSON keys (TestDeviceDataIsInventorySubset checks it);
-// the whole port would put some thirty facts into every claim's status.
-func newDeviceData(p *discovery.Port, uverbs string) *v1alpha1.DeviceStatusData {
-	return &v1alpha1.DeviceStatusData{IBDev: p.IBDev, Port: p.Port, LinkLayer: p.LinkLayer, GIDIndex: p.GIDIndex, Netdev: p.Netdev, UVerbs: uverbs}
-}
-
-// ClaimRef names the claim a status is for. The UID makes the write fail instead of
-// touching a claim that was deleted and created again under the same name; Generation
-// is the observedGeneration of the conditions.
-type ClaimRef struct {
-	Namespace, Name string
-	UID             types.UID
-	Generation      int64
-}
-
-// NetworkDeviceData is what a pod got of a device's network (status.devices[].networkData).
-type NetworkDeviceData struct {
-	// InterfaceName is the interface's name inside the pod.
-	InterfaceName string
-	// IPs are the interface's addresses in CIDR form ("192.0.2.5/24").
-	IPs []string
-	// HardwareAddress is the interface's MAC address.
-	HardwareAddress string
-}
-
-// DeviceStatus is the status of one prepared device of a claim, identified by pool,
-// device and share ID like the allocation result it belongs to.
-type DeviceStatus struct {
-	Pool, Device, ShareID string
-	// Data is written to status.devices[].data; nil writes none.
-	Data *v1alpha1.DeviceStatusData
-	// Network, when set, is written to status.devices[].networkData.
-	Network *NetworkDeviceData
-}
-
-// StatusOptions configure a StatusWriter.
-type StatusOptions struct {
+// Options configure a Writer.
+type Options struct {
 	// DriverName is the status entries' driver and the field manager of the apply.
 	DriverName string
 	// Kube is the client the writer applies with. It should have a rate limiter of its
-	// own (run.go gives it --status-api-qps), so that status never queues in front of
+	// own (the kubelet plugin's --status-api-qps), so that status never queues in front of
 	// the kubelet's prepares on the helper's client. Nil disables the writer.
 	Kube kubernetes.Interface
 	// Clock stamps the conditions and measures the lag; nil is the real clock.
@@ -78,21 +34,26 @@ type StatusOptions struct {
 	// Metrics receives the lag, the pending count and the outcomes; nil creates a
 	// private set.
 	Metrics *metrics.Plugin
-	// Workers write at the same time; 0 is DefaultStatusWorkers.
+	// Workers write at the same time; 0 is DefaultWorkers.
 	Workers int
 	// RetryBase and RetryMax bound the exponential backoff of a claim whose write
-	// failed; zero is DefaultStatusRetryBase and DefaultStatusRetryMax.
+	// failed; zero is DefaultRetryBase and DefaultRetryMax.
 	RetryBase, RetryMax time.Duration
+	// KeepConditions are condition types that another writer sets in this driver's
+	// entries (the kubelet plugin's fabric gate: FabricReady, FabricFailed). The writer
+	// replaces the driver's entries whole, and carries conditions of these types over
+	// from the claim as it reads it; conditions of other types are replaced.
+	KeepConditions []string
 }
 
-// Defaults of StatusOptions.
+// Defaults of Options.
 const (
-	DefaultStatusWorkers   = 2
-	DefaultStatusRetryBase = 100 * time.Millisecond
-	DefaultStatusRetryMax  = 30 * time.Second
+	DefaultWorkers   = 2
+	DefaultRetryBase = 100 * time.Millisecond
+	DefaultRetryMax  = 30 * time.Second
 )
 
-// StatusWriter keeps the desired device status of every prepared claim and writes it to
+// Writer keeps the desired device status of every prepared claim and writes it to
 // the claim's status.devices with a merge patch guarded by UID and resourceVersion
 // (apply), so that it neither races with nor overwrites other writers of the status.
 //
@@ -109,8 +70,8 @@ const (
 //
 // Writes happen in the background (Run), never on the prepare path: the kubelet's
 // prepare must not wait for a field that no component acts on.
-type StatusWriter struct {
-	opts    StatusOptions
+type Writer struct {
+	opts    Options
 	queue   workqueue.TypedRateLimitingInterface[types.UID]
 	metrics *metrics.Plugin
 
@@ -118,7 +79,7 @@ type StatusWriter struct {
 	claims map[types.UID]*claimStatus
 	// pending counts the dirty claims.
 	pending int
-	// idle is closed and replaced when the last dirty claim was written (waitIdle).
+	// idle is closed and replaced when the last dirty claim was written (WaitIdle).
 	idle chan struct{}
 
 	forbiddenLogged atomic.Bool
@@ -145,25 +106,25 @@ type claimStatus struct {
 
 func (c *claimStatus) dirty() bool { return c.written != c.version }
 
-// NewStatusWriter returns a writer; Run makes it write.
-func NewStatusWriter(opts StatusOptions) *StatusWriter {
+// New returns a writer; Run makes it write.
+func New(opts Options) *Writer {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
 	if opts.Workers <= 0 {
-		opts.Workers = DefaultStatusWorkers
+		opts.Workers = DefaultWorkers
 	}
 	if opts.RetryBase <= 0 {
-		opts.RetryBase = DefaultStatusRetryBase
+		opts.RetryBase = DefaultRetryBase
 	}
 	if opts.RetryMax <= 0 {
-		opts.RetryMax = DefaultStatusRetryMax
+		opts.RetryMax = DefaultRetryMax
 	}
 	m := opts.Metrics
 	if m == nil {
 		m = metrics.NewPlugin()
 	}
-	return &StatusWriter{
+	return &Writer{
 		opts:    opts,
 		metrics: m,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
@@ -176,7 +137,7 @@ func NewStatusWriter(opts StatusOptions) *StatusWriter {
 
 // Set replaces the desired status of the claim's devices of this driver with devices
 // and schedules the write; the latest call wins. It never blocks on the API server.
-func (s *StatusWriter) Set(ref ClaimRef, devices []DeviceStatus) {
+func (s *Writer) Set(ref ClaimRef, devices []DeviceStatus) {
 	s.Update(ref, func([]DeviceStatus) []DeviceStatus { return devices })
 }
 
@@ -185,7 +146,7 @@ func (s *StatusWriter) Set(ref ClaimRef, devices []DeviceStatus) {
 // ones, and schedules the write. Change runs under the writer's lock: it must be quick
 // and must not call the writer. A caller that adds to what prepare set (say, network
 // data after the pod's sandbox exists) uses Update rather than Set.
-func (s *StatusWriter) Update(ref ClaimRef, change func([]DeviceStatus) []DeviceStatus) {
+func (s *Writer) Update(ref ClaimRef, change func([]DeviceStatus) []DeviceStatus) {
 	if s == nil || s.opts.Kube == nil {
 		return
 	}
@@ -221,7 +182,7 @@ func (s *StatusWriter) Update(ref ClaimRef, change func([]DeviceStatus) []Device
 
 // Forget drops what is known about the claim: it was unprepared, and a status not yet
 // written no longer matters. Safe to call for a claim the writer does not know.
-func (s *StatusWriter) Forget(uid types.UID) {
+func (s *Writer) Forget(uid types.UID) {
 	if s == nil {
 		return
 	}
@@ -241,7 +202,7 @@ func (s *StatusWriter) Forget(uid types.UID) {
 }
 
 // Run writes until ctx ends, with opts.Workers workers.
-func (s *StatusWriter) Run(ctx context.Context) {
+func (s *Writer) Run(ctx context.Context) {
 	if s.opts.Kube == nil {
 		<-ctx.Done()
 		return
@@ -259,7 +220,7 @@ func (s *StatusWriter) Run(ctx context.Context) {
 }
 
 // processNext writes the status of one queued claim; false when the queue shut down.
-func (s *StatusWriter) processNext(ctx context.Context) bool {
+func (s *Writer) processNext(ctx context.Context) bool {
 	uid, shutdown := s.queue.Get()
 	if shutdown {
 		return false
@@ -325,7 +286,7 @@ func finalStatusError(err error) bool {
 		apierrors.IsInvalid(err) || apierrors.IsGone(err)
 }
 
-func (s *StatusWriter) logFinal(ctx context.Context, ref ClaimRef, err error) {
+func (s *Writer) logFinal(ctx context.Context, ref ClaimRef, err error) {
 	logger := klog.FromContext(ctx)
 	switch {
 	case apierrors.IsForbidden(err):
@@ -342,11 +303,7 @@ func (s *StatusWriter) logFinal(ctx context.Context, ref ClaimRef, err error) {
 }
 
 // apply writes the claim's status.devices of this driver.
-// optimisticLockMsg starts the API server's message for a write against an old
-// resourceVersion (a Conflict, like a failed UID precondition, which is final).
-const optimisticLockMsg = "the object has been modified"
-
-func (s *StatusWriter) apply(ctx context.Context, ref ClaimRef, devices []DeviceStatus, readySince metav1.Time) error {
+func (s *Writer) apply(ctx context.Context, ref ClaimRef, devices []DeviceStatus, readySince metav1.Time) error {
 	ours := make([]resourceapi.AllocatedDeviceStatus, 0, len(devices))
 	for _, dev := range devices {
 		ds := resourceapi.AllocatedDeviceStatus{
@@ -392,10 +349,10 @@ func (s *StatusWriter) apply(ctx context.Context, ref ClaimRef, devices []Device
 				merged = append(merged, ds)
 			}
 		}
-		// The fabric gate's conditions (fabric_status.go) stay: pods that share the claim
-		// and are still to be bound wait for them.
+		// Conditions another writer owns (opts.KeepConditions, the fabric gate's) stay:
+		// pods that share the claim and are still to be bound wait for them.
 		entries := cloneEntries(ours)
-		keepFabricConditions(entries, claim.Status.Devices)
+		keepConditions(entries, claim.Status.Devices, s.opts.KeepConditions)
 		merged = append(merged, entries...)
 		patch, err := json.Marshal(map[string]any{
 			"metadata": map[string]any{"uid": ref.UID, "resourceVersion": claim.ResourceVersion},
@@ -405,7 +362,7 @@ func (s *StatusWriter) apply(ctx context.Context, ref ClaimRef, devices []Device
 			return fmt.Errorf("encode claim status patch: %w", err)
 		}
 		_, err = claims.Patch(ctx, ref.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: s.opts.DriverName}, "status")
-		if apierrors.IsConflict(err) && strings.Contains(err.Error(), optimisticLockMsg) && attempt < 4 {
+		if IsStaleWrite(err) && attempt < 4 {
 			continue // changed since the read: read again (a UID precondition failure is final)
 		}
 		if err != nil {
@@ -418,23 +375,23 @@ func (s *StatusWriter) apply(ctx context.Context, ref ClaimRef, devices []Device
 }
 
 // Pending is the number of claims whose latest status is not written yet.
-func (s *StatusWriter) Pending() int {
+func (s *Writer) Pending() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.pending
 }
 
-// signalIdleLocked wakes waitIdle when nothing is pending any more.
-func (s *StatusWriter) signalIdleLocked() {
+// signalIdleLocked wakes WaitIdle when nothing is pending any more.
+func (s *Writer) signalIdleLocked() {
 	if s.pending == 0 {
 		close(s.idle)
 		s.idle = make(chan struct{})
 	}
 }
 
-// waitIdle waits until every known claim's latest status is written (or failed for
+// WaitIdle waits until every known claim's latest status is written (or failed for
 // good) or ctx ends; tests and benchmarks use it.
-func (s *StatusWriter) waitIdle(ctx context.Context) error {
+func (s *Writer) WaitIdle(ctx context.Context) error {
 	for {
 		s.mu.Lock()
 		n, ch := s.pending, s.idle
@@ -448,27 +405,4 @@ func (s *StatusWriter) waitIdle(ctx context.Context) error {
 			return fmt.Errorf("wait for claim status: %d claims pending: %w", n, ctx.Err())
 		}
 	}
-}
-
-// cloneEntries copies the entries and their condition lists, which a write may extend.
-func cloneEntries(in []resourceapi.AllocatedDeviceStatus) []resourceapi.AllocatedDeviceStatus {
-	out := make([]resourceapi.AllocatedDeviceStatus, len(in))
-	for i := range in {
-		out[i] = in[i]
-		out[i].Conditions = slices.Clone(in[i].Conditions)
-	}
-	return out
-}
-
-func cloneDeviceStatus(in []DeviceStatus) []DeviceStatus {
-	out := slices.Clone(in)
-	for i := range out {
-		out[i].Data = out[i].Data.DeepCopy()
-		if n := out[i].Network; n != nil {
-			c := *n
-			c.IPs = slices.Clone(n.IPs)
-			out[i].Network = &c
-		}
-	}
-	return out
 }

@@ -1,12 +1,10 @@
-package plugin
+package claimstatus
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"reflect"
-	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -22,23 +20,27 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
-	"k8s.io/utils/ptr"
 
 	"github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
-	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/metrics"
+)
+
+// The driver and pool of the test claims' entries.
+const (
+	testDriver = "rdma.dra.io"
+	testPool   = "node-1-rdma"
 )
 
 // statusTestWriter returns a running writer on kube with fast retries and its metrics.
 // statusRetryMax is the longest backoff of statusTestWriter's writer.
 const statusRetryMax = 20 * time.Millisecond
 
-func statusTestWriter(t *testing.T, kube *fake.Clientset) (*StatusWriter, *metrics.Plugin, context.Context) {
+func statusTestWriter(t *testing.T, kube *fake.Clientset) (*Writer, *metrics.Plugin, context.Context) {
 	t.Helper()
 	// Verbosity 2: the writes themselves (V(4)) would flood the test log.
 	ctx := klog.NewContext(context.Background(), ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(2))))
 	m := metrics.NewPlugin()
-	w := NewStatusWriter(StatusOptions{DriverName: testDriver, Kube: kube, Metrics: m, Workers: 4, RetryBase: time.Millisecond, RetryMax: statusRetryMax})
+	w := New(Options{DriverName: testDriver, Kube: kube, Metrics: m, Workers: 4, RetryBase: time.Millisecond, RetryMax: statusRetryMax})
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -95,11 +97,11 @@ type wantStatus struct {
 	devices    []DeviceStatus
 }
 
-// TestStatusWriterFloodWritesEveryFinalStatus floods the writer with thousands of claims,
+// TestWriterFloodWritesEveryFinalStatus floods the writer with thousands of claims,
 // several updates each, some forgotten and set again (unprepare, prepare), through an
 // API server that is slow and fails a fifth of the writes with errors worth retrying,
 // and checks that the API server ends up with the latest status of every claim.
-func TestStatusWriterFloodWritesEveryFinalStatus(t *testing.T) {
+func TestWriterFloodWritesEveryFinalStatus(t *testing.T) {
 	const claims, updates = 3000, 3
 	var objects []runtime.Object
 	for i := range claims {
@@ -158,7 +160,7 @@ func TestStatusWriterFloodWritesEveryFinalStatus(t *testing.T) {
 	wg.Wait()
 	waitCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	if err := w.waitIdle(waitCtx); err != nil {
+	if err := w.WaitIdle(waitCtx); err != nil {
 		t.Fatal(err)
 	}
 
@@ -221,9 +223,9 @@ func sameStatus(got []resourceapi.AllocatedDeviceStatus, want wantStatus) error 
 	return nil
 }
 
-// TestStatusWriterErrors checks which errors end a claim's write and which are retried,
+// TestWriterErrors checks which errors end a claim's write and which are retried,
 // in a synctest bubble whose clock the backoffs run on.
-func TestStatusWriterErrors(t *testing.T) {
+func TestWriterErrors(t *testing.T) {
 	gr := schema.GroupResource{Group: "resource.k8s.io", Resource: "resourceclaims"}
 	for _, tc := range []struct {
 		name string
@@ -255,10 +257,10 @@ func TestStatusWriterErrors(t *testing.T) {
 					return false, nil, nil
 				})
 				w, m, ctx := statusTestWriter(t, kube)
-				w.Set(refOf(claim), []DeviceStatus{{Pool: testPool, Device: "mlx5-0-p1", Data: &v1alpha1.DeviceStatusData{IBDev: "mlx5_0", Port: 1}}})
+				w.Set(RefOf(claim), []DeviceStatus{{Pool: testPool, Device: "mlx5-0-p1", Data: &v1alpha1.DeviceStatusData{IBDev: "mlx5_0", Port: 1}}})
 				waitCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 				defer cancel()
-				if err := w.waitIdle(waitCtx); err != nil {
+				if err := w.WaitIdle(waitCtx); err != nil {
 					t.Fatal(err)
 				}
 				// A wrongly scheduled retry would be due within the longest backoff: move
@@ -287,19 +289,20 @@ func TestStatusWriterErrors(t *testing.T) {
 	}
 }
 
-// TestStatusWriterForgetAndNetworkData checks that Forget empties the pending set, and
-// that prepare (enqueue) keeps the network data another path added with Update.
-func TestStatusWriterForgetAndNetworkData(t *testing.T) {
+// TestWriterForgetAndNetworkData checks that Forget empties the pending set, and
+// that Update changes the status in place: the network data a later path (the
+// attachment) adds to what prepare set is kept.
+func TestWriterForgetAndNetworkData(t *testing.T) {
 	claim := statusClaim(0)
 	m := metrics.NewPlugin()
-	w := NewStatusWriter(StatusOptions{DriverName: testDriver, Kube: fake.NewClientset(claim), Metrics: m})
+	w := New(Options{DriverName: testDriver, Kube: fake.NewClientset(claim), Metrics: m})
 	devices := []DeviceStatus{{Pool: testPool, Device: "mlx5-0-p1", Data: &v1alpha1.DeviceStatusData{IBDev: "mlx5_0", Port: 1}}}
-	w.Set(refOf(claim), devices)
-	w.Set(refOf(claim), devices)
+	w.Set(RefOf(claim), devices)
+	w.Set(RefOf(claim), devices)
 	if n := w.Pending(); n != 1 {
 		t.Errorf("pending %d after two sets of one claim, want 1", n)
 	}
-	w.Update(refOf(claim), func(ds []DeviceStatus) []DeviceStatus {
+	w.Update(RefOf(claim), func(ds []DeviceStatus) []DeviceStatus {
 		ds[0].Network = &NetworkDeviceData{InterfaceName: "net1", IPs: []string{"192.0.2.5/24"}}
 		return ds
 	})
@@ -320,56 +323,7 @@ func TestStatusWriterForgetAndNetworkData(t *testing.T) {
 	if n := statusMetric(t, m, "rdma_dra_claim_status_updates_total", map[string]string{"result": metrics.StatusCoalesced}); n != 2 {
 		t.Errorf("coalesced %g, want 2", n)
 	}
-	if err := w.waitIdle(context.Background()); err != nil {
+	if err := w.WaitIdle(context.Background()); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// TestDeviceDataIsInventorySubset: each port fact of the status data is the inventory's
-// field of the same name, type and JSON key, and newDeviceData copies it, so that a
-// claim's status and rdma-dra discover -o json name a fact alike.
-func TestDeviceDataIsInventorySubset(t *testing.T) {
-	port := discovery.Port{
-		IBDev: "mlx5_bond_0", Port: 2, LinkLayer: discovery.LinkLayerEthernet, GIDIndex: ptr.To(3), Netdev: "bond0",
-		State: "ACTIVE", SpeedGbps: ptr.To(200), MTU: ptr.To(9000), NUMANode: ptr.To(1), LAG: true,
-		Verbs: &discovery.CharDev{Name: "uverbs4", Major: 231, Minor: 196},
-	}
-	data := newDeviceData(&port, "/dev/infiniband/uverbs4")
-	dv, pv := reflect.ValueOf(*data), reflect.ValueOf(port)
-	for i := range dv.NumField() {
-		f := dv.Type().Field(i)
-		t.Run(f.Name, func(t *testing.T) {
-			if f.Name == "MorePorts" {
-				if data.MorePorts != nil {
-					t.Errorf("MorePorts = %v, want none for the device of one port", data.MorePorts)
-				}
-				return
-			}
-			if f.Name == "UVerbs" {
-				if data.UVerbs != "/dev/infiniband/uverbs4" {
-					t.Errorf("UVerbs = %q, want the container path given", data.UVerbs)
-				}
-				return
-			}
-			pf, ok := pv.Type().FieldByName(f.Name)
-			if !ok {
-				t.Fatalf("discovery.Port has no field %s: the status data reports a fact the inventory does not", f.Name)
-			}
-			key, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			pkey, _, _ := strings.Cut(pf.Tag.Get("json"), ",")
-			if f.Type != pf.Type || key != pkey {
-				t.Errorf("%s %s (json %q), inventory %s (json %q)", f.Name, f.Type, key, pf.Type, pkey)
-			}
-			if got, want := dv.Field(i).Interface(), pv.FieldByIndex(pf.Index).Interface(); !reflect.DeepEqual(got, want) {
-				t.Errorf("newDeviceData: %s = %v, want the port's %v", f.Name, got, want)
-			}
-		})
-	}
-	raw, err := json.Marshal(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := `{"ibdev":"mlx5_bond_0","port":2,"link_layer":"Ethernet","gid_index":3,"netdev":"bond0","uverbs":"/dev/infiniband/uverbs4"}`; string(raw) != want {
-		t.Errorf("status data %s, want %s", raw, want)
 	}
 }
