@@ -28,17 +28,21 @@ func main() {
 		fmt.Fprintln(os.Stderr, "rdma-dra-schedperf-patch: -out is required")
 		os.Exit(2)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	dir, err := filepath.Abs(*out)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "rdma-dra-schedperf-patch: %v\n", err)
-		os.Exit(1)
-	}
-	modfile, err := schedperf.PatchedModfile(ctx, *testModule, dir)
+	modfile, err := run(*testModule, *out)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "rdma-dra-schedperf-patch: %v\n", err)
 		os.Exit(1)
 	}
 	fmt.Println(modfile)
+}
+
+// run prepares the patched copy below out and returns the go.mod's path.
+func run(testModule, out string) (string, error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	dir, err := filepath.Abs(out)
+	if err != nil {
+		return "", err
+	}
+	return schedperf.PatchedModfile(ctx, testModule, dir)
 }
