@@ -97,8 +97,8 @@ func Write(name string, perm os.FileMode, write func(io.Writer) error, opts ...O
 	}
 	err = errors.Join(err, tmp.Close())
 	if err == nil && o.check != nil {
-		if err = o.check(tmp.Name()); err != nil {
-			return err
+		if checkErr := o.check(tmp.Name()); checkErr != nil {
+			return checkErr
 		}
 	}
 	if err == nil {

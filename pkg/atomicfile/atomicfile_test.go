@@ -191,11 +191,11 @@ func TestWriteFailureLeavesTheTarget(t *testing.T) {
 			switch {
 			case err == nil:
 				t.Fatal("the write succeeded")
-			case tt.want == errCheck && err != errCheck:
+			case tt.want == errCheck && err != errCheck: //nolint:errorlint // the check's error comes back unchanged, not wrapped
 				t.Errorf("error %v, want the check's own error", err)
 			case tt.want != nil && !errors.Is(err, tt.want):
 				t.Errorf("error %v, want one wrapping %v", err, tt.want)
-			case tt.want != errCheck && !strings.Contains(err.Error(), path):
+			case tt.want != errCheck && !strings.Contains(err.Error(), path): //nolint:errorlint // which table row, not which error
 				t.Errorf("error %v, want one naming %s", err, path)
 			}
 			if tt.dirTarget {

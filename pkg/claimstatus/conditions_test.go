@@ -1,6 +1,7 @@
 package claimstatus
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 
@@ -71,7 +72,7 @@ func TestIsStaleWrite(t *testing.T) {
 	}{
 		{name: "old resourceVersion", err: apierrors.NewConflict(gr, "c0", fmt.Errorf(optimisticLockMsg+"; please apply your changes to the latest version and try again")), want: true},
 		{name: "UID precondition", err: apierrors.NewConflict(gr, "c0", fmt.Errorf("Precondition failed: UID in precondition: a, UID in object meta: b")), want: false},
-		{name: "not a conflict", err: apierrors.NewInternalError(fmt.Errorf(optimisticLockMsg)), want: false},
+		{name: "not a conflict", err: apierrors.NewInternalError(errors.New(optimisticLockMsg)), want: false},
 		{name: "nil", err: nil, want: false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
