@@ -42,6 +42,9 @@ type Ratios struct {
 	// Ratio is the ratio of every side of ours to the reference at the same fill, by
 	// "<side>_<fill>": the alternatives beside the default model.
 	Ratio map[string]float64 `json:"ratios"`
+	// AttemptP50 is the median duration of a scheduling attempt that scheduled its pod
+	// (ms), by "<side>_<fill>": steadier than a throughput sampled once a second.
+	AttemptP50 map[string]float64 `json:"attempt_p50_ms"`
 }
 
 // Goals are the goals and whether this run met them (null: not measured).
@@ -68,9 +71,12 @@ func ComputeRatios(data []byte, scheduler string) (*Ratios, error) {
 		return nil, fmt.Errorf("decode scheduler_perf's results: %w", err)
 	}
 	bySize := map[int]map[string]float64{}
+	attempts := map[int]map[string]float64{}
 	prefix := "BenchmarkPerfScheduling/" + TestCase + "/"
 	for _, it := range items.DataItems {
-		if it.Labels["Metric"] != "SchedulingThroughput" {
+		metric := it.Labels["Metric"]
+		attempt := metric == "scheduler_scheduling_attempt_duration_seconds" && it.Labels["result"] == "scheduled"
+		if metric != "SchedulingThroughput" && !attempt {
 			continue
 		}
 		name, ok := strings.CutPrefix(it.Labels["Name"], prefix)
@@ -83,6 +89,15 @@ func ComputeRatios(data []byte, scheduler string) (*Ratios, error) {
 		n, err := strconv.Atoi(strings.TrimSuffix(nodes, "nodes"))
 		if !ok1 || !ok2 || err != nil || !strings.HasSuffix(nodes, "nodes") {
 			return nil, fmt.Errorf("scheduler_perf's results: workload %q is not <side>_<fill>_<N>nodes", name)
+		}
+		if attempt {
+			if p50, ok := it.Data["Perc50"]; ok {
+				if attempts[n] == nil {
+					attempts[n] = map[string]float64{}
+				}
+				attempts[n][side+"_"+fill] = p50
+			}
+			continue
 		}
 		avg, ok := it.Data["Average"]
 		if !ok {
@@ -99,6 +114,10 @@ func ComputeRatios(data []byte, scheduler string) (*Ratios, error) {
 	r := &Ratios{Nodes: slices.Max(slices.Collect(maps.Keys(bySize))), Scheduler: scheduler, Ratio: map[string]float64{},
 		Goals: Goals{WholePort: WholePortGoal, Share: ShareGoal, Met: map[string]*bool{}}}
 	r.Throughput = bySize[r.Nodes]
+	r.AttemptP50 = attempts[r.Nodes]
+	if r.AttemptP50 == nil {
+		r.AttemptP50 = map[string]float64{}
+	}
 	for key, ours := range r.Throughput {
 		side, fill, _ := strings.Cut(key, "_")
 		ref, ok := r.Throughput["reference_"+fill]

@@ -25,8 +25,17 @@ func results(t *testing.T, throughput map[string]float64) []byte {
 		items = append(items, item{Data: map[string]float64{"Average": avg, "Perc50": avg + 1}, Unit: "pods/s",
 			Labels: map[string]string{"Metric": "SchedulingThroughput", "Name": "BenchmarkPerfScheduling/" + TestCase + "/" + name + "/test"}})
 	}
+	for name, avg := range throughput {
+		// The median attempt that scheduled its pod is the throughput's tenfold here;
+		// the one of attempts that did not is left out.
+		attempt := func(result string, p50 float64) item {
+			return item{Data: map[string]float64{"Average": 99, "Perc50": p50}, Unit: "ms",
+				Labels: map[string]string{"Metric": "scheduler_scheduling_attempt_duration_seconds", "result": result, "Name": "BenchmarkPerfScheduling/" + TestCase + "/" + name + "/test"}}
+		}
+		items = append(items, attempt("scheduled", avg*10), attempt("unschedulable", avg*10+1))
+	}
 	items = append(items, item{Data: map[string]float64{"Average": 99}, Unit: "ms",
-		Labels: map[string]string{"Metric": "scheduler_scheduling_attempt_duration_seconds", "Name": "BenchmarkPerfScheduling/" + TestCase + "/port_empty_1000nodes/test"}})
+		Labels: map[string]string{"Metric": "scheduler_plugin_execution_duration_seconds", "Name": "BenchmarkPerfScheduling/" + TestCase + "/port_empty_1000nodes/test"}})
 	data, err := json.Marshal(map[string]any{"version": "v1", "dataItems": items})
 	if err != nil {
 		t.Fatal(err)
@@ -58,6 +67,8 @@ func TestComputeRatios(t *testing.T) {
 			Throughput: map[string]float64{"reference_empty": 40, "share_empty": 20, "port_empty": 36, "capacity-share_empty": 30,
 				"reference_half": 40, "share_half": 32, "port_half": 30},
 			Ratio: map[string]float64{"share_empty": 0.5, "port_empty": 0.9, "capacity-share_empty": 0.75, "share_half": 0.8, "port_half": 0.75},
+			AttemptP50: map[string]float64{"reference_empty": 400, "share_empty": 200, "port_empty": 360, "capacity-share_empty": 300,
+				"reference_half": 400, "share_half": 320, "port_half": 300},
 		},
 	}, {
 		name:       "smoke: half only, the empty figures null",
@@ -67,6 +78,7 @@ func TestComputeRatios(t *testing.T) {
 				"port_empty": nil, "port_half": b(false), "share_empty": nil, "share_half": b(true)}},
 			Throughput: map[string]float64{"reference_half": 50, "port_half": 25, "share_half": 50},
 			Ratio:      map[string]float64{"port_half": 0.5, "share_half": 1},
+			AttemptP50: map[string]float64{"reference_half": 500, "port_half": 250, "share_half": 500},
 		},
 	}, {
 		name:       "a misnamed workload",
