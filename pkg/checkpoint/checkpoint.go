@@ -66,10 +66,10 @@ type Claim struct {
 	Devices []Device `json:"devices"`
 	// UpdatedAt is when the entry last changed.
 	UpdatedAt time.Time `json:"updatedAt"`
-	// Network is the claim's network attachment state (the plugin's claimNetwork: the pods,
-	// the devices to attach and the journaled attachments), opaque to this package, which
-	// keeps it verbatim.
-	Network json.RawMessage `json:"network,omitempty"`
+	// Network is the claim's network attachment state (the pods, the devices to attach and
+	// the journaled attachments); nil when the claim attaches nothing. Set it with
+	// [Claim.SetNetwork], which stamps the record's version.
+	Network *Network `json:"network,omitempty"`
 }
 
 // Device is one allocated device of a claim as the plugin prepared it.
@@ -163,6 +163,9 @@ func Decode(data []byte) (*Checkpoint, error) {
 		if c.Phase != PhasePrepareStarted && c.Phase != PhasePrepareCompleted {
 			return nil, fmt.Errorf("%w: entry %q has unknown phase %q", ErrCorrupt, uid, c.Phase)
 		}
+		if err := checkNetwork(uid, c.Network); err != nil {
+			return nil, err
+		}
 	}
 	return &cp, nil
 }
@@ -171,8 +174,8 @@ func Decode(data []byte) (*Checkpoint, error) {
 // accepts; this package does not import cdi).
 var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 
-// Encode returns the file content of cp: compact JSON, one line, so that the opaque
-// Network state is stored byte for byte (indenting would reformat it); `jq .` reads it.
+// Encode returns the file content of cp: compact JSON, one line, as every release wrote
+// it; `jq .` reads it.
 func Encode(cp *Checkpoint) ([]byte, error) {
 	data, err := json.Marshal(cp)
 	if err != nil {
@@ -194,9 +197,6 @@ func (c *Claim) Clone() *Claim {
 		d.Ports = append([]PortRef(nil), d.Ports...)
 		out.Devices[i] = d
 	}
-	out.Network = append(json.RawMessage(nil), c.Network...)
-	if len(out.Network) == 0 {
-		out.Network = nil
-	}
+	out.Network = c.Network.DeepCopy()
 	return &out
 }

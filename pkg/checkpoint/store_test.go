@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/rdma-dra/rdma-dra-driver/pkg/netattach"
 )
 
 func newTestStore(t *testing.T, bootID string) (*Store, string) {
@@ -39,7 +41,10 @@ func sampleClaim(uid string, phase Phase) *Claim {
 			Exclusive: true, IBDev: "mlx5_0", Port: 1, CDIDeviceIDs: []string{"k8s.rdma.dra.io/hca=" + uid + "-mlx5-0-p1"},
 		}},
 		UpdatedAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
-		Network:   []byte(`{"future":true}`),
+		Network: &Network{Version: NetworkVersion, Pods: []string{"pod-1"}, Devices: []NetworkDevice{{
+			Request: "rdma", Pool: "node-rdma", Device: "mlx5-0-p1", IBDev: "mlx5_0", Port: 1,
+			Attachments: []PodAttachment{{Pod: "pod-1", State: netattach.State{Phase: netattach.PhaseAttached}}},
+		}}},
 	}
 }
 
@@ -176,8 +181,8 @@ func TestClonePreservesAndIsolates(t *testing.T) {
 		t.Fatalf("clone differs:\n%s", diff)
 	}
 	d.Devices[0].CDIDeviceIDs[0] = "changed"
-	d.Network[1] = 'X'
-	if c.Devices[0].CDIDeviceIDs[0] == "changed" || c.Network[1] == 'X' {
+	d.Network.Pods[0] = "changed"
+	if c.Devices[0].CDIDeviceIDs[0] == "changed" || c.Network.Pods[0] == "changed" {
 		t.Error("clone shares memory with the original")
 	}
 }

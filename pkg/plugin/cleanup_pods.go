@@ -28,8 +28,8 @@ import (
 func (d *Driver) dropGonePods(ctx context.Context, entries map[string]*checkpoint.Claim, reserved map[string][]string) {
 	logger := klog.FromContext(ctx)
 	for _, uid := range sortedKeys(reserved) {
-		seen, err := networkOf(entries[uid])
-		if err != nil || seen == nil {
+		seen := networkOf(entries[uid])
+		if seen == nil {
 			continue
 		}
 		var gone []string
@@ -46,15 +46,15 @@ func (d *Driver) dropGonePods(ctx context.Context, entries map[string]*checkpoin
 			continue // a prepare, an attach or an unprepare is working on the claim
 		}
 		var dropped []string
-		err = d.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
+		err := d.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
 			dropped = dropped[:0]
 			entry := cp.Claims[uid]
-			n, err := networkOf(entry)
-			if err != nil || n == nil {
-				return false, err
+			n := networkOf(entry)
+			if n == nil {
+				return false, nil
 			}
 			for _, pod := range gone {
-				if n.attachedTo(pod) || !n.hasPod(pod) {
+				if n.AttachedTo(pod) || !n.HasPod(pod) {
 					continue
 				}
 				n.Pods = slices.DeleteFunc(n.Pods, func(p string) bool { return p == pod })
@@ -63,7 +63,8 @@ func (d *Driver) dropGonePods(ctx context.Context, entries map[string]*checkpoin
 			if len(dropped) == 0 {
 				return false, nil
 			}
-			return true, setNetwork(entry, n)
+			entry.SetNetwork(n)
+			return true, nil
 		})
 		held.release(nil)
 		c := entries[uid]
@@ -74,15 +75,4 @@ func (d *Driver) dropGonePods(ctx context.Context, entries map[string]*checkpoin
 			logger.Info("Dropped pods the claim is no longer reserved for", "claim", klog.KRef(c.Namespace, c.Name), "claimUID", uid, "pods", dropped)
 		}
 	}
-}
-
-// attachedTo reports whether any device of the claim has an attachment into pod, in
-// any phase.
-func (n *claimNetwork) attachedTo(pod string) bool {
-	for i := range n.Devices {
-		if n.Devices[i].attachment(pod) != nil {
-			return true
-		}
-	}
-	return false
 }

@@ -153,11 +153,10 @@ func podsOf(t *testing.T, h *harness, d *Driver, claim *resourceapi.ResourceClai
 	t.Helper()
 	var pods []string
 	err := d.update(h.ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
-		n, err := networkOf(cp.Claims[string(claim.UID)])
-		if n != nil {
+		if n := networkOf(cp.Claims[string(claim.UID)]); n != nil {
 			pods = append([]string(nil), n.Pods...)
 		}
-		return false, err
+		return false, nil
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -100,11 +100,9 @@ func (d *Driver) SetMetadataWriter(w MetadataWriter) {
 // (which the helper writes only when device metadata is enabled).
 func (d *Driver) answerFor(entry *checkpoint.Claim) kubeletplugin.PrepareResult {
 	out := kubeletplugin.PrepareResult{Devices: make([]kubeletplugin.Device, 0, len(entry.Devices))}
-	var net *claimNetwork
+	var net *checkpoint.Network
 	if d.metadataFiles != nil {
-		// A record this plugin wrote; should it not decode, the metadata leaves the pod's
-		// view out rather than fail the prepare.
-		net, _ = networkOf(entry)
+		net = networkOf(entry)
 	}
 	for _, dev := range entry.Devices {
 		kd := kubeletplugin.Device{
@@ -130,7 +128,7 @@ func (d *Driver) answerFor(entry *checkpoint.Claim) kubeletplugin.PrepareResult 
 // deviceMetadata is what the container learns about one prepared device: the
 // attributes it was published with, its uverbs device, and the pod's view of an attached
 // network. net is the claim's network record, nil when it has none.
-func (d *Driver) deviceMetadata(dev checkpoint.Device, net *claimNetwork) *kubeletplugin.DeviceMetadata {
+func (d *Driver) deviceMetadata(dev checkpoint.Device, net *checkpoint.Network) *kubeletplugin.DeviceMetadata {
 	attrs := map[string]resourceapi.DeviceAttribute{}
 	if md, ok := d.devices.Lookup(dev.Pool, dev.Device); ok {
 		for name, v := range md.Attributes {
@@ -141,7 +139,7 @@ func (d *Driver) deviceMetadata(dev checkpoint.Device, net *claimNetwork) *kubel
 		}
 	}
 	meta := &kubeletplugin.DeviceMetadata{Attributes: attrs}
-	nd := net.device(dev)
+	nd := networkDeviceOf(net, dev)
 	if nd == nil {
 		return meta
 	}
@@ -152,7 +150,7 @@ func (d *Driver) deviceMetadata(dev checkpoint.Device, net *claimNetwork) *kubel
 	}
 	delete(attrs, metaNetdev)
 	delete(attrs, metaGIDIndex)
-	a := nd.podView()
+	a := podView(nd)
 	if a == nil {
 		return meta
 	}
@@ -164,8 +162,9 @@ func (d *Driver) deviceMetadata(dev checkpoint.Device, net *claimNetwork) *kubel
 	return meta
 }
 
-// device returns the network record of dev; nil when the device has none (or n is nil).
-func (n *claimNetwork) device(dev checkpoint.Device) *networkDevice {
+// networkDeviceOf returns the network record of dev; nil when the device has none (or n
+// is nil).
+func networkDeviceOf(n *checkpoint.Network, dev checkpoint.Device) *checkpoint.NetworkDevice {
 	if n == nil {
 		return nil
 	}
@@ -182,7 +181,7 @@ func (n *claimNetwork) device(dev checkpoint.Device) *networkDevice {
 // completed attachment. The metadata file is one per claim, so when several pods share
 // the claim, each with its own interface, it cannot speak for all of them and carries
 // the published facts only.
-func (nd *networkDevice) podView() *netattach.State {
+func podView(nd *checkpoint.NetworkDevice) *netattach.State {
 	var found *netattach.State
 	for i := range nd.Attachments {
 		st := &nd.Attachments[i].State
@@ -224,8 +223,8 @@ func (d *Driver) updateMetadata(ctx context.Context, uid string) {
 	if err != nil || entry == nil {
 		return
 	}
-	net, err := networkOf(entry)
-	if err != nil || net == nil {
+	net := networkOf(entry)
+	if net == nil {
 		return
 	}
 	answer := d.answerFor(entry)

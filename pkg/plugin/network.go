@@ -2,7 +2,6 @@ package plugin
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
@@ -18,122 +17,39 @@ import (
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
-	"github.com/rdma-dra/rdma-dra-driver/pkg/netattach"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
 )
-
-// claimNetwork is what a claim's checkpoint entry records about network attachment, in
-// checkpoint.Claim.Network (which older plugins keep verbatim). Prepare writes the pods
-// and the devices to attach; the NRI side (podnet.go) adds one attachment per device and
-// pod, journaled there before every step that changes the node.
-type claimNetwork struct {
-	// Pods are the UIDs of the pods the claim is reserved for (status.reservedFor),
-	// merged over every prepare of the claim: a shared claim gains pods over time, and the
-	// periodic cleanup drops those no longer reserved once nothing of theirs is attached.
-	Pods []string `json:"pods,omitempty"`
-	// Generation is the claim's generation at prepare, for the status conditions.
-	Generation int64 `json:"generation,omitempty"`
-	// Devices are the claim's devices that get something attached, in allocation order.
-	Devices []networkDevice `json:"devices,omitempty"`
-}
-
-// networkDevice is one allocated device of a claim whose network goes into its pods.
-type networkDevice struct {
-	// Request, Device and ShareID identify the device in the claim's entry and status.
-	Request string `json:"request"`
-	Pool    string `json:"pool"`
-	Device  string `json:"device"`
-	ShareID string `json:"shareID,omitempty"`
-	// IBDev and Port are the RDMA port; LinkLayer and Netdev its link layer and host
-	// netdev when the claim was prepared.
-	IBDev     string `json:"ibdev"`
-	Port      int    `json:"port"`
-	LinkLayer string `json:"linkLayer"`
-	Netdev    string `json:"netdev,omitempty"`
-	// UVerbs is the container path of the port's uverbs device, which tells which
-	// containers of a pod use the device.
-	UVerbs string `json:"uverbs,omitempty"`
-	// Config is the device's merged, defaulted network configuration.
-	Config v1alpha1.NetworkConfig `json:"config"`
-	// GIDPolicy is the device's gidIndex policy: only auto lets the pod's own GID index
-	// into the environment.
-	GIDPolicy v1alpha1.GIDIndexPolicy `json:"gidPolicy"`
-	// MoveRDMA is set on a node in exclusive RDMA netns mode: the RDMA device itself
-	// moves into the pod, or the pod sees no RDMA device at all.
-	MoveRDMA bool `json:"moveRDMA,omitempty"`
-	// Policy is what the class's allowedNetwork grants that the NRI side needs again at
-	// attach time; nil in records of plugins that predate the policy, whose address
-	// pools are chosen as they were then.
-	Policy *networkPolicyRecord `json:"policy,omitempty"`
-	// Stale marks a device the claim no longer has (it was allocated again) whose
-	// attachments are kept only to be detached.
-	Stale bool `json:"stale,omitempty"`
-	// Attachments holds one attachment per pod, in the order they were made.
-	Attachments []podAttachment `json:"attachments,omitempty"`
-}
-
-// networkPolicyRecord is the part of a class's allowedNetwork the attach side applies.
-type networkPolicyRecord struct {
-	// AddressPools are the node address pools ipam: node may take addresses from.
-	AddressPools []string `json:"addressPools,omitempty"`
-}
 
 // addressPool returns the address pool that serves the device's pod addresses on node:
 // among the pools the class allows, or, for a record without policy, the first that
 // selects the port.
-func (nd *networkDevice) addressPool(pools *nodeconfig.Config, node string, port *discovery.Port) (nodeconfig.Range, bool) {
+func addressPool(nd *checkpoint.NetworkDevice, pools *nodeconfig.Config, node string, port *discovery.Port) (nodeconfig.Range, bool) {
 	if nd.Policy == nil {
 		return pools.PoolFor(node, port)
 	}
 	return pools.AllowedPoolFor(node, port, nd.Policy.AddressPools)
 }
 
-// podAttachment is the journal of one device's attachment into one pod.
-type podAttachment struct {
-	Pod   string          `json:"pod"`
-	State netattach.State `json:"state"`
-}
-
-// networks yields the entries of cp that have a network record, with the record
-// decoded; entries whose record does not decode are passed over.
-func networks(cp *checkpoint.Checkpoint) iter.Seq2[*checkpoint.Claim, *claimNetwork] {
-	return func(yield func(*checkpoint.Claim, *claimNetwork) bool) {
+// networks yields the entries of cp that have a network record, with the record.
+func networks(cp *checkpoint.Checkpoint) iter.Seq2[*checkpoint.Claim, *checkpoint.Network] {
+	return func(yield func(*checkpoint.Claim, *checkpoint.Network) bool) {
 		for _, entry := range cp.Claims {
-			n, err := networkOf(entry)
-			if err != nil || n == nil {
+			if entry.Network == nil {
 				continue
 			}
-			if !yield(entry, n) {
+			if !yield(entry, entry.Network) {
 				return
 			}
 		}
 	}
 }
 
-// networkOf decodes the network record of a checkpoint entry; nil when it has none.
-func networkOf(entry *checkpoint.Claim) (*claimNetwork, error) {
-	if entry == nil || len(entry.Network) == 0 {
-		return nil, nil
-	}
-	var n claimNetwork
-	if err := json.Unmarshal(entry.Network, &n); err != nil {
-		return nil, fmt.Errorf("decode network record of claim %s: %w", entry.UID, err)
-	}
-	return &n, nil
-}
-
-// setNetwork encodes n into the entry; an empty record removes it.
-func setNetwork(entry *checkpoint.Claim, n *claimNetwork) error {
-	if n == nil || len(n.Devices) == 0 {
-		entry.Network = nil
+// networkOf returns the network record of a checkpoint entry; nil when it has none.
+func networkOf(entry *checkpoint.Claim) *checkpoint.Network {
+	if entry == nil {
 		return nil
 	}
-	data, err := json.Marshal(n)
-	if err != nil {
-		return fmt.Errorf("encode network record of claim %s: %w", entry.UID, err)
-	}
-	entry.Network = data
-	return nil
+	return entry.Network
 }
 
 // reservedPods returns the UIDs of the pods a claim is reserved for, sorted.
@@ -148,37 +64,6 @@ func reservedPods(claim *resourceapi.ResourceClaim) []string {
 	return slices.Compact(pods)
 }
 
-// mergePods adds pods to n.Pods and reports whether any was new.
-func (n *claimNetwork) mergePods(pods []string) bool {
-	changed := false
-	for _, p := range pods {
-		if !slices.Contains(n.Pods, p) {
-			n.Pods = append(n.Pods, p)
-			changed = true
-		}
-	}
-	slices.Sort(n.Pods)
-	return changed
-}
-
-// hasPod reports whether the claim is reserved for pod.
-func (n *claimNetwork) hasPod(pod string) bool { return slices.Contains(n.Pods, pod) }
-
-// attachment returns the device's attachment into pod, or nil.
-func (nd *networkDevice) attachment(pod string) *podAttachment {
-	for i := range nd.Attachments {
-		if nd.Attachments[i].Pod == pod {
-			return &nd.Attachments[i]
-		}
-	}
-	return nil
-}
-
-// dropAttachment removes the device's attachment into pod.
-func (nd *networkDevice) dropAttachment(pod string) {
-	nd.Attachments = slices.DeleteFunc(nd.Attachments, func(a podAttachment) bool { return a.Pod == pod })
-}
-
 // errNoNetworkAttachment is the prepare error of a claim that asks for attachment on a
 // plugin that cannot attach.
 var errNoNetworkAttachment = errors.New("network attachment is not available on this node")
@@ -186,7 +71,7 @@ var errNoNetworkAttachment = errors.New("network attachment is not available on 
 // planNetwork checks the merged config of one allocated device against the device and
 // the node and returns what to record, or nil when nothing is attached. netnsExclusive
 // is the node's RDMA netns mode.
-func (d *Driver) planNetwork(r resourceapi.DeviceRequestAllocationResult, shareID string, dev devicemodel.Device, cfg *v1alpha1.RdmaConfig, netnsExclusive bool) (*networkDevice, error) {
+func (d *Driver) planNetwork(r resourceapi.DeviceRequestAllocationResult, shareID string, dev devicemodel.Device, cfg *v1alpha1.RdmaConfig, netnsExclusive bool) (*checkpoint.NetworkDevice, error) {
 	net := cfg.Network
 	mode := v1alpha1.NetworkModeNone
 	if net != nil && net.Mode != nil {
@@ -235,16 +120,16 @@ func (d *Driver) planNetwork(r resourceapi.DeviceRequestAllocationResult, shareI
 	if mode.Attaches() && port.Netdev == "" {
 		return nil, fail("the port has no netdev on this node")
 	}
-	nd := &networkDevice{
+	nd := &checkpoint.NetworkDevice{
 		Request: r.Request, Pool: r.Pool, Device: r.Device, ShareID: shareID,
 		IBDev: port.IBDev, Port: port.Port, LinkLayer: port.LinkLayer, Netdev: port.Netdev,
-		GIDPolicy: *cfg.GIDIndex, MoveRDMA: netnsExclusive, Policy: &networkPolicyRecord{},
+		GIDPolicy: *cfg.GIDIndex, MoveRDMA: netnsExclusive, Policy: &checkpoint.NetworkPolicy{},
 	}
 	if p := cfg.AllowedNetwork; p != nil {
 		nd.Policy.AddressPools = slices.Clone(p.AddressPools)
 	}
 	if mode.Attaches() && len(net.Addresses) == 0 && *net.IPAM == v1alpha1.IPAMNode {
-		if _, ok := nd.addressPool(d.net.pools, d.nodeName, &port); !ok {
+		if _, ok := addressPool(nd, d.net.pools, d.nodeName, &port); !ok {
 			if len(nd.Policy.AddressPools) == 0 {
 				return nil, fail("ipam: node, but the DeviceClass allows no address pool (allowedNetwork.addressPools)")
 			}
@@ -270,7 +155,7 @@ func (d *Driver) planNetwork(r resourceapi.DeviceRequestAllocationResult, shareI
 
 // checkStaticAddresses refuses a claim where one list of static addresses would go to
 // two devices: each pod interface needs its own address.
-func checkStaticAddresses(devices []networkDevice) error {
+func checkStaticAddresses(devices []checkpoint.NetworkDevice) error {
 	seen := map[string]string{}
 	for _, nd := range devices {
 		for _, a := range nd.Config.Addresses {
@@ -298,43 +183,34 @@ func staticPrefixes(addrs []string) ([]netip.Prefix, error) {
 
 // addPods records the pods that planned (a prepare of an already prepared claim) is
 // reserved for in existing's network record, and reports whether any was new.
-func addPods(existing, planned *checkpoint.Claim) (bool, error) {
-	have, err := networkOf(existing)
-	if err != nil || have == nil {
-		return false, err
+func addPods(existing, planned *checkpoint.Claim) bool {
+	have, want := networkOf(existing), networkOf(planned)
+	if have == nil || want == nil {
+		return false
 	}
-	want, err := networkOf(planned)
-	if err != nil || want == nil {
-		return false, err
-	}
-	if !have.mergePods(want.Pods) {
-		return false, nil
-	}
-	return true, setNetwork(existing, have)
+	return have.MergePods(want.Pods)
 }
 
 // keepAttachments carries the attachments and pods of an entry that is prepared again
 // (an interrupted or reallocated preparation) into the planned entry: they are state
 // of the node that only a detach may end. Attachments of devices the claim no longer
 // has are kept as devices of their own, so that the claim's unprepare detaches them.
-func keepAttachments(existing, planned *checkpoint.Claim) error {
-	have, err := networkOf(existing)
-	if err != nil || have == nil {
-		return err
+func keepAttachments(existing, planned *checkpoint.Claim) {
+	// A copy: the devices carried over must share nothing with the existing entry.
+	have := networkOf(existing).DeepCopy()
+	if have == nil {
+		return
 	}
-	want, err := networkOf(planned)
-	if err != nil {
-		return err
-	}
+	want := networkOf(planned)
 	if want == nil {
-		want = &claimNetwork{}
+		want = &checkpoint.Network{}
 	}
-	want.mergePods(have.Pods)
+	want.MergePods(have.Pods)
 	for _, old := range have.Devices {
 		if len(old.Attachments) == 0 {
 			continue
 		}
-		i := slices.IndexFunc(want.Devices, func(nd networkDevice) bool {
+		i := slices.IndexFunc(want.Devices, func(nd checkpoint.NetworkDevice) bool {
 			return nd.Device == old.Device && nd.ShareID == old.ShareID
 		})
 		if i < 0 {
@@ -344,7 +220,7 @@ func keepAttachments(existing, planned *checkpoint.Claim) error {
 		}
 		want.Devices[i].Attachments = append(want.Devices[i].Attachments, old.Attachments...)
 	}
-	return setNetwork(planned, want)
+	planned.SetNetwork(want)
 }
 
 // checkStaticAddresses refuses static addresses that an address pool of the node
@@ -369,9 +245,9 @@ func (p *podNetwork) checkStaticAddresses(addrs []string) error {
 
 // staticAddresses returns the static addresses an entry's network record asks for.
 func staticAddresses(entry *checkpoint.Claim) ([]netip.Addr, error) {
-	n, err := networkOf(entry)
-	if err != nil || n == nil {
-		return nil, err
+	n := networkOf(entry)
+	if n == nil {
+		return nil, nil
 	}
 	var out []netip.Addr
 	for _, nd := range n.Devices {

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/rdma-dra/rdma-dra-driver/pkg/addrlease"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
 )
@@ -109,16 +110,16 @@ network:
 	port := &discovery.Port{IBDev: "mlx5_8", Port: 1, Netdev: "enp168s0f0np0", LinkLayer: discovery.LinkLayerEthernet}
 	for _, tc := range []struct {
 		name   string
-		policy *networkPolicyRecord
+		policy *checkpoint.NetworkPolicy
 		want   string
 	}{
 		{"record without policy", nil, "a"},
-		{"pool b allowed", &networkPolicyRecord{AddressPools: []string{"b"}}, "b"},
-		{"nothing allowed", &networkPolicyRecord{}, ""},
+		{"pool b allowed", &checkpoint.NetworkPolicy{AddressPools: []string{"b"}}, "b"},
+		{"nothing allowed", &checkpoint.NetworkPolicy{}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			nd := &networkDevice{Policy: tc.policy}
-			r, ok := nd.addressPool(&pools, testNode, port)
+			nd := &checkpoint.NetworkDevice{Policy: tc.policy}
+			r, ok := addressPool(nd, &pools, testNode, port)
 			if got := map[bool]string{true: r.Name}[ok]; got != tc.want {
 				t.Errorf("pool %q, want %q", got, tc.want)
 			}

@@ -93,7 +93,7 @@ func (p *podNetwork) claimsOfPod(ctx context.Context, pod string) ([]podWork, er
 		work = work[:0]
 		for entry, n := range networks(cp) {
 			for i := range n.Devices {
-				if n.hasPod(pod) || n.Devices[i].attachment(pod) != nil {
+				if n.HasPod(pod) || n.Devices[i].Attachment(pod) != nil {
 					work = append(work, podWork{claimUID: entry.UID, claim: entry.Namespace + "/" + entry.Name, device: i})
 				}
 			}
@@ -137,12 +137,11 @@ var errClaimGone = errors.New("claim is no longer prepared on this node")
 
 // withDevice applies fn to one device's network record inside a checkpoint change and
 // saves the record when fn reports a change.
-func withDevice(cp *checkpoint.Checkpoint, w podWork, fn func(n *claimNetwork, nd *networkDevice) (bool, error)) (bool, error) {
+func withDevice(cp *checkpoint.Checkpoint, w podWork, fn func(n *checkpoint.Network, nd *checkpoint.NetworkDevice) (bool, error)) (bool, error) {
 	entry := cp.Claims[w.claimUID]
-	n, err := networkOf(entry)
-	if err != nil {
-		return false, err
-	}
+	// fn works on a copy, which replaces the record only when fn changed it: a change
+	// that fails must leave the checkpoint as it was.
+	n := networkOf(entry).DeepCopy()
 	if n == nil || w.device >= len(n.Devices) {
 		return false, errClaimGone
 	}
@@ -150,17 +149,18 @@ func withDevice(cp *checkpoint.Checkpoint, w podWork, fn func(n *claimNetwork, n
 	if err != nil || !changed {
 		return false, err
 	}
-	return true, setNetwork(entry, n)
+	entry.SetNetwork(n)
+	return true, nil
 }
 
 // journal saves an attachment's state in the checkpoint before the attacher acts.
 func (p *podNetwork) journal(ctx context.Context, w podWork, pod string) netattach.Journal {
 	return func(st netattach.State) error {
 		return p.d.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
-			return withDevice(cp, w, func(_ *claimNetwork, nd *networkDevice) (bool, error) {
-				a := nd.attachment(pod)
+			return withDevice(cp, w, func(_ *checkpoint.Network, nd *checkpoint.NetworkDevice) (bool, error) {
+				a := nd.Attachment(pod)
 				if a == nil {
-					nd.Attachments = append(nd.Attachments, podAttachment{Pod: pod})
+					nd.Attachments = append(nd.Attachments, checkpoint.PodAttachment{Pod: pod})
 					a = &nd.Attachments[len(nd.Attachments)-1]
 				}
 				a.State = st
@@ -226,12 +226,12 @@ func (p *podNetwork) attachOne(ctx context.Context, w podWork, pod, netnsPath st
 	skip := false
 	err := p.d.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
 		previous, skip = nil, false
-		return withDevice(cp, w, func(n *claimNetwork, nd *networkDevice) (bool, error) {
-			if !n.hasPod(pod) || nd.Stale {
+		return withDevice(cp, w, func(n *checkpoint.Network, nd *checkpoint.NetworkDevice) (bool, error) {
+			if !n.HasPod(pod) || nd.Stale {
 				skip = true
 				return false, nil
 			}
-			if a := nd.attachment(pod); a != nil {
+			if a := nd.Attachment(pod); a != nil {
 				if a.State.Phase == netattach.PhaseAttached && a.State.Target.NetnsPath == netnsPath {
 					skip = true
 					return false, nil
@@ -250,7 +250,7 @@ func (p *podNetwork) attachOne(ctx context.Context, w podWork, pod, netnsPath st
 			spec = s
 			// Recording the attachment before anything happens on the node also
 			// reserves its addresses (the pool allocator reads every record).
-			nd.Attachments = append(nd.Attachments, podAttachment{Pod: pod, State: netattach.State{
+			nd.Attachments = append(nd.Attachments, checkpoint.PodAttachment{Pod: pod, State: netattach.State{
 				Spec: s, Target: netattach.Target{PodUID: pod, NetnsPath: netnsPath}, Phase: netattach.PhaseAttaching}})
 			return true, nil
 		})
@@ -290,7 +290,7 @@ func (p *podNetwork) deviceName(w podWork) string {
 // specFor builds the attachment of nd into pod, inside a checkpoint change: the pod
 // interface's name (configured, or the lowest free rdma<k> of the pod) and addresses
 // (static, or the lowest free address of the port's pool).
-func (p *podNetwork) specFor(cp *checkpoint.Checkpoint, nd *networkDevice, pod, netnsPath string) (netattach.Spec, error) {
+func (p *podNetwork) specFor(cp *checkpoint.Checkpoint, nd *checkpoint.NetworkDevice, pod, netnsPath string) (netattach.Spec, error) {
 	cfg := nd.Config
 	mode := netattach.Mode(*cfg.Mode)
 	spec := netattach.Spec{
@@ -366,7 +366,7 @@ func (p *podNetwork) specFor(cp *checkpoint.Checkpoint, nd *networkDevice, pod, 
 		}
 		spec.Addresses = addrs
 	case cfg.IPAM != nil && *cfg.IPAM == v1alpha1.IPAMNode:
-		r, ok := nd.addressPool(p.pools, p.d.nodeName, p.portOf(nd))
+		r, ok := addressPool(nd, p.pools, p.d.nodeName, p.portOf(nd))
 		if !ok {
 			return spec, fmt.Errorf("ipam: node, but no address pool of the node configuration selects %s port %d", nd.IBDev, nd.Port)
 		}
@@ -385,7 +385,7 @@ func (p *podNetwork) specFor(cp *checkpoint.Checkpoint, nd *networkDevice, pod, 
 
 // portOf returns the published port of a device for the pool selectors, or what the
 // record knows of it when the device is no longer published.
-func (p *podNetwork) portOf(nd *networkDevice) *discovery.Port {
+func (p *podNetwork) portOf(nd *checkpoint.NetworkDevice) *discovery.Port {
 	if dev, ok := p.d.devices.Lookup(nd.Pool, nd.Device); ok {
 		port := dev.Port
 		return &port

@@ -50,8 +50,8 @@ func (p *podNetwork) detachOne(ctx context.Context, w podWork, pod, netnsPath st
 	var st *netattach.State
 	err := p.d.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
 		st = nil
-		return withDevice(cp, w, func(_ *claimNetwork, nd *networkDevice) (bool, error) {
-			if a := nd.attachment(pod); a != nil && (netnsPath == "" || a.State.Target.NetnsPath == netnsPath) {
+		return withDevice(cp, w, func(_ *checkpoint.Network, nd *checkpoint.NetworkDevice) (bool, error) {
+			if a := nd.Attachment(pod); a != nil && (netnsPath == "" || a.State.Target.NetnsPath == netnsPath) {
 				s := a.State
 				st = &s
 			}
@@ -79,11 +79,11 @@ func (p *podNetwork) detachState(ctx context.Context, w podWork, pod string, st 
 // forget removes the attachment record of a device in pod.
 func (p *podNetwork) forget(ctx context.Context, w podWork, pod string) error {
 	return p.d.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
-		changed, err := withDevice(cp, w, func(_ *claimNetwork, nd *networkDevice) (bool, error) {
-			if nd.attachment(pod) == nil {
+		changed, err := withDevice(cp, w, func(_ *checkpoint.Network, nd *checkpoint.NetworkDevice) (bool, error) {
+			if nd.Attachment(pod) == nil {
 				return false, nil
 			}
-			nd.dropAttachment(pod)
+			nd.DropAttachment(pod)
 			return true, nil
 		})
 		if errors.Is(err, errClaimGone) {
@@ -96,9 +96,9 @@ func (p *podNetwork) forget(ctx context.Context, w podWork, pod string) error {
 // detachClaim detaches every attachment of a claim, for unprepare: the pods are gone
 // or going, and whatever the runtime's events missed must not outlive the claim.
 func (p *podNetwork) detachClaim(ctx context.Context, uid string, entry *checkpoint.Claim) error {
-	n, err := networkOf(entry)
-	if err != nil || n == nil {
-		return err
+	n := networkOf(entry)
+	if n == nil {
+		return nil
 	}
 	var errs []error
 	for i, nd := range n.Devices {

@@ -49,9 +49,9 @@ func (p *podNetwork) sandboxEnv(ctx context.Context, pod, netnsPath string, devi
 				if devices != nil && nd.UVerbs != "" && !slices.Contains(devices, nd.UVerbs) {
 					continue
 				}
-				a := nd.attachment(pod)
+				a := nd.Attachment(pod)
 				if a == nil || a.State.Phase != netattach.PhaseAttached || (netnsPath != "" && a.State.Target.NetnsPath != netnsPath) {
-					if n.hasPod(pod) {
+					if n.HasPod(pod) {
 						missing = true
 					}
 					continue
@@ -144,16 +144,15 @@ func (p *podNetwork) attachedPods(ctx context.Context) ([]string, error) {
 // by several pods has one status per device, not per pod).
 func (d *Driver) reportNetwork(ctx context.Context, uid string) {
 	var ref claimstatus.ClaimRef
-	var net *claimNetwork
+	var net *checkpoint.Network
 	err := d.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
 		entry := cp.Claims[uid]
 		if entry == nil {
 			return false, nil
 		}
-		n, err := networkOf(entry)
 		ref = claimstatus.ClaimRef{Namespace: entry.Namespace, Name: entry.Name, UID: types.UID(uid)}
-		net = n
-		return false, err
+		net = networkOf(entry).DeepCopy()
+		return false, nil
 	})
 	if err != nil || net == nil {
 		if err != nil {
@@ -200,8 +199,8 @@ func (d *Driver) attachedEntries(ctx context.Context, uids []string) (map[string
 	err := d.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
 		clear(out)
 		for _, uid := range uids {
-			n, err := networkOf(cp.Claims[uid])
-			if err != nil || n == nil {
+			n := networkOf(cp.Claims[uid])
+			if n == nil {
 				continue
 			}
 			for _, nd := range n.Devices {

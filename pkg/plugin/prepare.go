@@ -132,11 +132,7 @@ func (d *Driver) reserve(ctx context.Context, cp *checkpoint.Checkpoint, plan *c
 	if existing != nil && existing.Phase == checkpoint.PhasePrepareCompleted && !existing.Adopted && sameAllocation(existing.Devices, plan.entry.Devices) {
 		if d.specPresent(ctx, plan) {
 			// A shared claim gains pods: their attachments need to know them.
-			added, err := addPods(existing, plan.entry)
-			if err != nil {
-				return kubeletplugin.PrepareResult{Err: err}, true
-			}
-			plan.podsAdded = added
+			plan.podsAdded = addPods(existing, plan.entry)
 			return d.answerFor(existing.Clone()), true
 		}
 		// The spec is gone (a crash between "spec removed" and "entry removed" of an
@@ -152,9 +148,7 @@ func (d *Driver) reserve(ctx context.Context, cp *checkpoint.Checkpoint, plan *c
 		// attempt wrote is removed before the spec is written again (writeClaim), so
 		// that no stale CDI device survives next to the new ones.
 		klog.FromContext(ctx).V(2).Info("Redoing interrupted preparation", "claim", klog.KObj(plan.claim), "phase", existing.Phase, "adopted", existing.Adopted)
-		if err := keepAttachments(existing, plan.entry); err != nil {
-			return kubeletplugin.PrepareResult{Err: err}, true
-		}
+		keepAttachments(existing, plan.entry)
 	}
 	plan.entry.UpdatedAt = d.now()
 	cp.Claims[uid] = plan.entry.Clone()
@@ -249,7 +243,7 @@ func (d *Driver) planDevices(claim *resourceapi.ResourceClaim) (*checkpoint.Clai
 		Phase:     checkpoint.PhasePrepareStarted,
 	}
 	var devices []cdi.ClaimDevice
-	var nets []networkDevice
+	var nets []checkpoint.NetworkDevice
 	var errs []error
 	reported := map[int]bool{}
 	for _, r := range alloc.Results {
@@ -321,10 +315,8 @@ func (d *Driver) planDevices(claim *resourceapi.ResourceClaim) (*checkpoint.Clai
 		return nil, nil, joinErrors(errs)
 	}
 	if len(nets) > 0 {
-		n := &claimNetwork{Pods: reservedPods(claim), Generation: claim.Generation, Devices: nets}
-		if err := setNetwork(entry, n); err != nil {
-			return nil, nil, err
-		}
+		n := &checkpoint.Network{Pods: reservedPods(claim), Generation: claim.Generation, Devices: nets}
+		entry.SetNetwork(n)
 	}
 	return entry, devices, nil
 }
@@ -410,7 +402,7 @@ func (d *Driver) unprepare(ctx context.Context, claims []kubeletplugin.Namespace
 		changed, gone = false, gone[:0]
 		for _, uid := range removed {
 			if entry, ok := cp.Claims[uid]; ok {
-				if len(entry.Network) > 0 {
+				if entry.Network != nil {
 					// Its static addresses are released once the change is saved.
 					gone = append(gone, entry)
 				}
