@@ -43,7 +43,7 @@ type AddressPool struct {
 	RangeEnd   string `json:"rangeEnd,omitempty"`
 	// Exclude lists addresses inside the range that are never handed out, such as a
 	// gateway or another host's address. The node's own addresses need not be listed:
-	// the allocator is told them at allocation time (ipam.Allocate).
+	// the allocator is told them at allocation time (podnet's allocator).
 	Exclude []string `json:"exclude,omitempty"`
 }
 

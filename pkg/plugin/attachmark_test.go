@@ -52,8 +52,9 @@ func TestAttachmentMarks(t *testing.T) {
 	// A crash in the middle of the attach: no mark, so the container started meanwhile
 	// fails and is created again.
 	f.failAfterJournal = true
-	d.net.attacher = crashingAttacher{f}
-	if err := d.net.attachPod(h.ctx, podA, "ns/pod-a", "/var/run/netns/cni-a"); err == nil {
+	// The same node through an attacher that crashes.
+	d = h.startNetworkDriver(testDriver, newTestSpecs(h, marks), h.networkOptions(crashingAttacher{f}, marks))
+	if err := d.net.AttachPod(h.ctx, podA, "ns/pod-a", "/var/run/netns/cni-a"); err == nil {
 		t.Fatal("attach succeeded, want the simulated crash")
 	}
 	if marked(podA, uid) {
@@ -61,7 +62,7 @@ func TestAttachmentMarks(t *testing.T) {
 	}
 	d2 := h.networkDriverWith(f, marks)
 	for _, pod := range []string{podA, podB} {
-		if err := d2.net.attachPod(h.ctx, pod, "ns/"+pod, "/var/run/netns/cni-"+pod); err != nil {
+		if err := d2.net.AttachPod(h.ctx, pod, "ns/"+pod, "/var/run/netns/cni-"+pod); err != nil {
 			t.Fatal(err)
 		}
 		if !marked(pod, uid) {
@@ -69,11 +70,11 @@ func TestAttachmentMarks(t *testing.T) {
 		}
 	}
 	// A repeated event (a reconnect's synchronization) keeps it.
-	if err := d2.net.attachPod(h.ctx, podA, "ns/pod-a", "/var/run/netns/cni-a"); err != nil || !marked(podA, uid) {
+	if err := d2.net.AttachPod(h.ctx, podA, "ns/pod-a", "/var/run/netns/cni-a"); err != nil || !marked(podA, uid) {
 		t.Errorf("repeated attach: err %v, marked %v", err, marked(podA, uid))
 	}
 
-	if err := d2.net.detachPod(h.ctx, podA); err != nil {
+	if err := d2.net.DetachPod(h.ctx, podA); err != nil {
 		t.Fatal(err)
 	}
 	if marked(podA, uid) || !marked(podB, uid) {

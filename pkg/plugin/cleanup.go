@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/podnet"
 )
 
 // DefaultCleanupGrace is how long a claim must have been gone before its leftovers are
@@ -113,7 +114,7 @@ func (d *Driver) orphanedEntries(ctx context.Context, entries map[string]*checkp
 		case err != nil:
 			logger.Error(err, "Cleanup could not look up claim, keeping it", "claim", klog.KRef(c.Namespace, c.Name))
 		default:
-			reserved[uid] = reservedPods(claim)
+			reserved[uid] = podnet.ReservedPods(claim)
 		}
 	}
 	return orphans, reserved
@@ -265,7 +266,7 @@ func (d *Driver) removeClaimFiles(ctx context.Context, o orphan) {
 	if err := d.metadataFiles.removeClaim(o.uid, ns, name); err != nil {
 		logger.Error(err, "Cleanup could not remove the device metadata of a deleted claim", "claimUID", o.uid)
 	}
-	if err := d.net.unmarkClaim(o.uid); err != nil {
+	if err := d.net.UnmarkClaim(o.uid); err != nil {
 		logger.Error(err, "Cleanup could not remove the attachment marks of a deleted claim", "claimUID", o.uid)
 	}
 }

@@ -42,7 +42,7 @@ func TestCleanupDropsPodsNoLongerReserved(t *testing.T) {
 		{
 			name: "a pod no longer reserved stays while it is attached",
 			run: func(t *testing.T, h *harness, d *Driver, claim *resourceapi.ResourceClaim, cleanup func()) []string {
-				if err := d.net.attachPod(h.ctx, "pod-1", "ns/pod-1", "/var/run/netns/cni-1"); err != nil {
+				if err := d.net.AttachPod(h.ctx, "pod-1", "ns/pod-1", "/var/run/netns/cni-1"); err != nil {
 					t.Fatal(err)
 				}
 				h.setReservedFor(claim)
@@ -50,7 +50,7 @@ func TestCleanupDropsPodsNoLongerReserved(t *testing.T) {
 				if got := podsOf(t, h, d, claim); !cmp.Equal(got, []string{"pod-1"}) {
 					t.Errorf("pods of a claim whose pod is still attached %v, want it kept", got)
 				}
-				if err := d.net.detachPod(h.ctx, "pod-1"); err != nil {
+				if err := d.net.DetachPod(h.ctx, "pod-1"); err != nil {
 					t.Fatal(err)
 				}
 				cleanup()

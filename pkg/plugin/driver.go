@@ -25,6 +25,7 @@ import (
 	"github.com/rdma-dra/rdma-dra-driver/pkg/claimstatus"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/metrics"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/podnet"
 )
 
 // SpecWriter writes and removes the per-claim CDI specs; *cdi.Writer implements it.
@@ -72,9 +73,9 @@ type Driver struct {
 	status     *claimstatus.Writer
 	hold       *Failpoint
 	claims     *claimLocks
-	// net attaches claimed networks into pods (podnet.go); nil when network attachment
+	// net attaches claimed networks into pods (pkg/podnet); nil when network attachment
 	// is off, and netOffReason then says why.
-	net          *podNetwork
+	net          *podnet.Network
 	netOffReason string
 	// metadata rewrites the device metadata of claims whose attachments changed, and
 	// metadataFiles removes the metadata of claims the kubelet never unprepared.
@@ -201,10 +202,6 @@ func NewDriver(ctx context.Context, opts DriverOptions) (*Driver, error) {
 		fabricGate:      opts.FabricGate,
 		topology:        opts.Topology,
 	}
-	if opts.Network != nil {
-		d.net = &podNetwork{d: d, attacher: opts.Network.Attacher, pools: opts.Network.Pools, socket: opts.Network.Socket, markDir: opts.Network.MarkDir,
-			addresses: opts.Network.Addresses}
-	}
 	if d.netnsExclusive == nil {
 		d.netnsExclusive = func() bool { return false }
 	}
@@ -231,6 +228,10 @@ func NewDriver(ctx context.Context, opts DriverOptions) (*Driver, error) {
 		return nil, err
 	}
 	d.claims = claims
+	// After the defaults above: the pod network takes the driver's metrics and claim locks.
+	if opts.Network != nil {
+		d.net = d.newPodNetwork(opts.Network)
+	}
 	d.store.SetHooks(checkpoint.Hooks{
 		Recover:   func(loaded checkpoint.Loaded) error { return d.recoverCheckpoint(ctx, loaded) },
 		Committed: d.updateGauges,
@@ -294,7 +295,7 @@ func (d *Driver) recoverCheckpoint(ctx context.Context, loaded checkpoint.Loaded
 		if err := d.metadataFiles.removeClaim(stale.UID, stale.Namespace, stale.Name); err != nil {
 			logger.Error(err, "Could not remove the device metadata of a claim prepared before the node rebooted", "claim", klog.KRef(stale.Namespace, stale.Name), "claimUID", stale.UID)
 		}
-		if err := d.net.unmarkClaim(stale.UID); err != nil {
+		if err := d.net.UnmarkClaim(stale.UID); err != nil {
 			logger.Error(err, "Could not remove the attachment marks of a claim prepared before the node rebooted", "claim", klog.KRef(stale.Namespace, stale.Name), "claimUID", stale.UID)
 		}
 		logger.Info("Dropped claim prepared before the node rebooted", "claim", klog.KRef(stale.Namespace, stale.Name), "claimUID", stale.UID)

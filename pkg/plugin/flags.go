@@ -16,6 +16,7 @@ import (
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/health"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/podnet"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/publish"
 )
 
@@ -65,7 +66,7 @@ func Flags(c *Config) []cli.Flag {
 		&cli.BoolFlag{Name: "device-metadata", Usage: "give containers the metadata of their devices (attributes, uverbs device, the pod's network) in files under /var/run/kubernetes.io/dra-device-attributes/ (KEP-5304), mounted through CDI", Value: true, EnvVars: []string{"DEVICE_METADATA"}, Destination: &c.DeviceMetadata},
 		&cli.StringFlag{Name: "device-metadata-root", Usage: "host directory, on a tmpfs, that holds the device metadata files in <this>/<driver-name> (the data directory links to it); must be mounted at the same path; empty keeps them in the data directory, on its disk", Value: DefaultDeviceMetadataRoot, EnvVars: []string{"DEVICE_METADATA_ROOT"}, Destination: &c.DeviceMetadataRoot, TakesFile: true},
 		&cli.BoolFlag{Name: "network-attachment", Usage: "attach the networks that claims ask for (RoCE and IPoIB in pods) through the container runtime's NRI; claims that ask for it fail while NRI is not reachable", Value: true, EnvVars: []string{"NETWORK_ATTACHMENT"}, Destination: &c.NetworkAttachment},
-		&cli.StringFlag{Name: "nri-socket", Usage: "the container runtime's NRI socket; the plugin reconnects with backoff while it is missing", Value: DefaultNRISocket, EnvVars: []string{"NRI_SOCKET"}, Destination: &c.NRISocket, TakesFile: true},
+		&cli.StringFlag{Name: "nri-socket", Usage: "the container runtime's NRI socket; the plugin reconnects with backoff while it is missing", Value: podnet.DefaultNRISocket, EnvVars: []string{"NRI_SOCKET"}, Destination: &c.NRISocket, TakesFile: true},
 		&cli.StringFlag{Name: "rdma-kernel", Usage: "sysfs (the node's RDMA subsystem) or emulated (a mock node: the plugin writes the GID entries of pod addresses into the mock sysfs tree)", Value: RDMAKernelSysfs, EnvVars: []string{"RDMA_KERNEL"}, Destination: &c.RDMAKernel},
 		&cli.GenericFlag{Name: "node-ips", Usage: "comma-separated addresses of the node (the kubelet's node IPs; the chart passes status.hostIPs, every family of a dual-stack node): network mode move never takes the netdev that carries one, and ipam: node never hands one out", EnvVars: []string{"NODE_IPS"}, Value: commaList{&c.NodeIPs}},
 	)

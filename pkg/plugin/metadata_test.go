@@ -139,7 +139,7 @@ func TestDeviceMetadata(t *testing.T) {
 		t.Errorf("metadata of a before the pod: netdev %s, gid_index %d, host_netdev %s, networkData %+v",
 			strAttr(dev, "netdev"), intAttr(dev, "gid_index"), strAttr(dev, metaHostNetdev), dev.NetworkData)
 	}
-	if err := d.net.attachPod(ctx, "pod-a", "ns/pod-a", "/var/run/netns/cni-pod-a"); err != nil {
+	if err := d.net.AttachPod(ctx, "pod-a", "ns/pod-a", "/var/run/netns/cni-pod-a"); err != nil {
 		t.Fatal(err)
 	}
 	checkAttached := func(when string) {

@@ -10,9 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/rdma-dra/rdma-dra-driver/pkg/addrlease"
-	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
-	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
-	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
 )
 
 // TestNetworkPolicyAtPrepare: prepare is the source of truth of the tenant boundary on
@@ -29,7 +26,7 @@ func TestNetworkPolicyAtPrepare(t *testing.T) {
 	if res := prepareOne(t, d, running); res.Err != nil {
 		t.Fatal(res.Err)
 	}
-	if err := d.net.attachPod(h.ctx, "pod-running", "ns/pod-running", "/var/run/netns/cni-running"); err != nil {
+	if err := d.net.AttachPod(h.ctx, "pod-running", "ns/pod-running", "/var/run/netns/cni-running"); err != nil {
 		t.Fatal(err)
 	}
 	before := h.checkpointClaims()
@@ -94,39 +91,6 @@ func TestNetworkPolicyAtPrepare(t *testing.T) {
 	}
 }
 
-// TestAddressPoolOfRecord: a record written with a policy takes addresses only from the
-// pools it names, even where another pool selects the port first; a record of a plugin
-// that predates the policy keeps the first pool that selects the port.
-func TestAddressPoolOfRecord(t *testing.T) {
-	pools, err := nodeconfig.Parse([]byte(`
-network:
-  addressPools:
-  - {name: a, subnet: 192.168.77.0/24}
-  - {name: b, subnet: 192.168.78.0/24}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := &discovery.Port{IBDev: "mlx5_8", Port: 1, Netdev: "enp168s0f0np0", LinkLayer: discovery.LinkLayerEthernet}
-	for _, tc := range []struct {
-		name   string
-		policy *checkpoint.NetworkPolicy
-		want   string
-	}{
-		{"record without policy", nil, "a"},
-		{"pool b allowed", &checkpoint.NetworkPolicy{AddressPools: []string{"b"}}, "b"},
-		{"nothing allowed", &checkpoint.NetworkPolicy{}, ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			nd := &checkpoint.NetworkDevice{Policy: tc.policy}
-			r, ok := addressPool(nd, &pools, testNode, port)
-			if got := map[bool]string{true: r.Name}[ok]; got != tc.want {
-				t.Errorf("pool %q, want %q", got, tc.want)
-			}
-		})
-	}
-}
-
 // TestStaticAddressReservedClusterWide: a static address is reserved cluster-wide when
 // its claim is prepared (one Lease per address) and released at unprepare; a claim that
 // asks for an address another claim holds, here on another node, is refused at prepare
@@ -173,7 +137,10 @@ func TestStaticAddressReservedClusterWide(t *testing.T) {
 	}
 
 	// A plugin without a namespace for the reservations refuses static addresses.
-	d.net.addresses = nil
+	// The same node, started without one.
+	noReservations := h.networkOptions(f, "")
+	noReservations.Addresses = nil
+	d = h.startNetworkDriver(testDriver, newTestSpecs(h, ""), noReservations)
 	c := h.reservedFor(h.claim("c", []alloc{{request: "rdma", device: "mlx5-8-p1"}},
 		opaque(resourceapi.AllocationConfigSourceClass, openClass), opaque(resourceapi.AllocationConfigSourceClaim, static("192.168.77.7/24"))), "pod-c")
 	if res := prepareOne(t, d, c); res.Err == nil || !strings.Contains(res.Err.Error(), "static addresses need the plugin's namespace") {

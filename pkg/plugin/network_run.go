@@ -10,6 +10,7 @@ import (
 	"github.com/rdma-dra/rdma-dra-driver/pkg/attachmark"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/netattach"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/podnet"
 )
 
 // RDMA kernels of --rdma-kernel.
@@ -48,8 +49,8 @@ func networkOptions(ctx context.Context, cfg Config, nodeCfg *nodeconfig.Config)
 	}
 	return &NetworkOptions{
 		// The guard keeps the node's addresses out of the pools and refuses attachments
-		// that would overflow a port's GID table (nodeguard.go).
-		Attacher: newNodeGuard(netattach.NewAttacher(netattach.Options{Kernel: kernel, NodeIPs: ips, IPoIBStandIn: cfg.RDMAKernel == RDMAKernelEmulated}),
+		// that would overflow a port's GID table (podnet.NodeGuard).
+		Attacher: podnet.NewNodeGuard(netattach.NewAttacher(netattach.Options{Kernel: kernel, NodeIPs: ips, IPoIBStandIn: cfg.RDMAKernel == RDMAKernelEmulated}),
 			cfg.SysfsRoot, ips),
 		Pools:   nodeCfg,
 		Socket:  cfg.NRISocket,

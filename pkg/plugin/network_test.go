@@ -21,6 +21,7 @@ import (
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/netattach"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/podnet"
 )
 
 // fakeAttacher records what the driver asks of the node's network and answers like the
@@ -92,6 +93,12 @@ func (h *harness) networkDriver(f *fakeAttacher) *Driver {
 // with CDI specs whose hook waits for them.
 func (h *harness) networkDriverWith(f *fakeAttacher, markDir string) *Driver {
 	h.t.Helper()
+	return h.startNetworkDriver(testDriver, newTestSpecs(h, markDir), h.networkOptions(f, markDir))
+}
+
+// networkOptions is the network attachment of networkDriverWith through a.
+func (h *harness) networkOptions(a podnet.Attacher, markDir string) *NetworkOptions {
+	h.t.Helper()
 	pools, err := nodeconfig.Parse([]byte(`
 network:
   addressPools:
@@ -104,9 +111,8 @@ network:
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	return h.startNetworkDriver(testDriver, newTestSpecs(h, markDir),
-		&NetworkOptions{Attacher: f, Pools: &pools, Socket: "/run/nri/nri.sock", MarkDir: markDir,
-			Addresses: &addrlease.Reserver{Kube: h.kube, Namespace: "rdma-dra-driver", Node: testNode}})
+	return &NetworkOptions{Attacher: a, Pools: &pools, Socket: "/run/nri/nri.sock", MarkDir: markDir,
+		Addresses: &addrlease.Reserver{Kube: h.kube, Namespace: "rdma-dra-driver", Node: testNode}}
 }
 
 // startNetworkDriver is a driver of h named driver with network attachment as net,
@@ -123,7 +129,7 @@ func (h *harness) startNetworkDriver(driver string, specs SpecWriter, net *Netwo
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	d.net.setConnected(true, nil)
+	d.net.SetConnected(true, nil)
 	ctx, cancel := context.WithCancel(h.ctx)
 	h.t.Cleanup(cancel)
 	go d.RunStatusWriter(ctx)
@@ -176,7 +182,7 @@ func TestNetworkPrepareWithoutNRI(t *testing.T) {
 	// Enabled but not connected: the reason names the socket.
 	f := newFakeAttacher()
 	d = h.networkDriver(f)
-	d.net.setConnected(false, errors.New("dial unix /run/nri/nri.sock: connect: no such file or directory"))
+	d.net.SetConnected(false, errors.New("dial unix /run/nri/nri.sock: connect: no such file or directory"))
 	res = prepareOne(t, d, claim)
 	want = "the plugin is not connected to the container runtime's NRI socket /run/nri/nri.sock"
 	if res.Err == nil || !strings.Contains(res.Err.Error(), want) {
@@ -245,13 +251,13 @@ func TestNetworkAttachLifecycle(t *testing.T) {
 
 	net := d.net
 	for _, pod := range []string{"pod-a", "pod-b"} {
-		if err := net.attachPod(ctx, pod, "ns/"+pod, "/var/run/netns/cni-"+pod); err != nil {
+		if err := net.AttachPod(ctx, pod, "ns/"+pod, "/var/run/netns/cni-"+pod); err != nil {
 			t.Fatalf("attach %s: %v", pod, err)
 		}
 	}
 	// A second event for the same pod (a second plugin instance, a repeated event)
 	// changes nothing.
-	if err := net.attachPod(ctx, "pod-a", "ns/pod-a", "/var/run/netns/cni-pod-a"); err != nil {
+	if err := net.AttachPod(ctx, "pod-a", "ns/pod-a", "/var/run/netns/cni-pod-a"); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]string{"attach pod-a rdma0", "attach pod-b rdma0"}, f.callList()); diff != "" {
@@ -271,7 +277,7 @@ func TestNetworkAttachLifecycle(t *testing.T) {
 	// The container that has the port's uverbs device gets the pod's GID index; one
 	// without it gets nothing.
 	uverbs := uverbsOf(t, h, "mlx5-8-p1-shared")
-	env, err := net.containerEnv(ctx, "pod-a", []string{uverbs, "/dev/null"})
+	env, err := net.ContainerEnv(ctx, "pod-a", []string{uverbs, "/dev/null"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +285,7 @@ func TestNetworkAttachLifecycle(t *testing.T) {
 	if diff := cmp.Diff(want, env); diff != "" {
 		t.Errorf("env (-want +got):\n%s", diff)
 	}
-	if env, err := net.containerEnv(ctx, "pod-a", []string{"/dev/null"}); err != nil || len(env) != 0 {
+	if env, err := net.ContainerEnv(ctx, "pod-a", []string{"/dev/null"}); err != nil || len(env) != 0 {
 		t.Errorf("container without the device: env %v, err %v", env, err)
 	}
 
@@ -291,7 +297,7 @@ func TestNetworkAttachLifecycle(t *testing.T) {
 	}
 
 	// Stopping pod-a detaches it and returns its address: the next pod gets it.
-	if err := net.detachPod(ctx, "pod-a"); err != nil {
+	if err := net.DetachPod(ctx, "pod-a"); err != nil {
 		t.Fatal(err)
 	}
 	c := h.reservedFor(h.claim("c", []alloc{{request: "rdma", device: "mlx5-8-p1-shared", shareID: "33333333-3333-4333-8333-333333333333"}},
@@ -302,7 +308,7 @@ func TestNetworkAttachLifecycle(t *testing.T) {
 	// A restarted plugin knows the addresses in use from the checkpoint.
 	f2 := newFakeAttacher()
 	d2 := h.networkDriver(f2)
-	if err := d2.net.attachPod(ctx, "pod-c", "ns/pod-c", "/var/run/netns/cni-pod-c"); err != nil {
+	if err := d2.net.AttachPod(ctx, "pod-c", "ns/pod-c", "/var/run/netns/cni-pod-c"); err != nil {
 		t.Fatal(err)
 	}
 	if got := f2.attached["pod-c/rdma0"].Spec.Addresses; len(got) != 1 || got[0].String() != "192.168.77.100/24" {
@@ -326,13 +332,14 @@ func TestNetworkAttachConvergesAfterCrash(t *testing.T) {
 		t.Fatal(res.Err)
 	}
 	f.failAfterJournal = true
-	d.net.attacher = crashingAttacher{f}
-	if err := d.net.attachPod(h.ctx, "pod-a", "ns/pod-a", "/var/run/netns/cni-a"); err == nil {
+	// The same node through an attacher that crashes.
+	d = h.startNetworkDriver(testDriver, newTestSpecs(h, ""), h.networkOptions(crashingAttacher{f}, ""))
+	if err := d.net.AttachPod(h.ctx, "pod-a", "ns/pod-a", "/var/run/netns/cni-a"); err == nil {
 		t.Fatal("attach succeeded, want the simulated crash")
 	}
 	// A new process finds the interrupted attachment, undoes it, and attaches again.
 	d2 := h.networkDriver(f)
-	if err := d2.net.attachPod(h.ctx, "pod-a", "ns/pod-a", "/var/run/netns/cni-a"); err != nil {
+	if err := d2.net.AttachPod(h.ctx, "pod-a", "ns/pod-a", "/var/run/netns/cni-a"); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"attach pod-a roce0", "detach pod-a roce0", "attach pod-a roce0"}
@@ -346,7 +353,7 @@ func TestNetworkAttachConvergesAfterCrash(t *testing.T) {
 }
 
 // crashingAttacher leaves an attach as a crash would: the journal says Attaching and
-// nothing is undone (a real Attacher undoes a failure it survives).
+// nothing is undone (a real attacher undoes a failure it survives).
 type crashingAttacher struct{ *fakeAttacher }
 
 func (c crashingAttacher) Attach(ctx context.Context, spec netattach.Spec, target netattach.Target, save netattach.Journal) (netattach.State, error) {

@@ -10,12 +10,12 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/stub"
-	"github.com/google/go-cmp/cmp"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/netattach"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/podnet"
 )
 
 // gatedAttacher holds attaches and detaches, once held is set, until the gate opens.
@@ -62,7 +62,7 @@ func TestNRIRequestsAnswerInTime(t *testing.T) {
 		name string
 		// attached attaches the pod before the request is made.
 		attached bool
-		call     func(n *nriPlugin, ctx context.Context) error
+		call     func(n *podnet.NRIPlugin, ctx context.Context) error
 		// wantErr is whether the held request fails (the runtime retries it).
 		wantErr bool
 		// wantAttached is whether the pod is attached once the work is done.
@@ -70,14 +70,14 @@ func TestNRIRequestsAnswerInTime(t *testing.T) {
 	}{
 		{
 			name: "RunPodSandbox",
-			call: func(n *nriPlugin, ctx context.Context) error {
+			call: func(n *podnet.NRIPlugin, ctx context.Context) error {
 				return n.RunPodSandbox(ctx, sandbox("pod-a", netns))
 			},
 			wantErr: true, wantAttached: true,
 		},
 		{
 			name: "CreateContainer",
-			call: func(n *nriPlugin, ctx context.Context) error {
+			call: func(n *podnet.NRIPlugin, ctx context.Context) error {
 				_, _, err := n.CreateContainer(ctx, sandbox("pod-a", netns), &api.Container{Name: "c"})
 				return err
 			},
@@ -85,21 +85,21 @@ func TestNRIRequestsAnswerInTime(t *testing.T) {
 		},
 		{
 			name: "StopPodSandbox", attached: true,
-			call: func(n *nriPlugin, ctx context.Context) error {
+			call: func(n *podnet.NRIPlugin, ctx context.Context) error {
 				return n.StopPodSandbox(ctx, sandbox("pod-a", netns))
 			},
 			wantErr: true,
 		},
 		{
 			name: "RemovePodSandbox", attached: true,
-			call: func(n *nriPlugin, ctx context.Context) error {
+			call: func(n *podnet.NRIPlugin, ctx context.Context) error {
 				return n.RemovePodSandbox(ctx, sandbox("pod-a", netns))
 			},
 			wantErr: true,
 		},
 		{
 			name: "Synchronize",
-			call: func(n *nriPlugin, ctx context.Context) error {
+			call: func(n *podnet.NRIPlugin, ctx context.Context) error {
 				_, err := n.Synchronize(ctx, []*api.PodSandbox{sandbox("pod-a", netns)}, nil)
 				return err
 			},
@@ -117,7 +117,7 @@ func TestNRIRequestsAnswerInTime(t *testing.T) {
 				if res := prepareOne(t, d, a); res.Err != nil {
 					t.Fatal(res.Err)
 				}
-				n := &nriPlugin{net: d.net, log: klog.FromContext(h.ctx)}
+				n := podnet.NewNRIPlugin(d.net, klog.FromContext(h.ctx))
 				if tc.attached {
 					if err := n.RunPodSandbox(h.ctx, sandbox("pod-a", netns)); err != nil {
 						t.Fatal(err)
@@ -179,67 +179,4 @@ func attachedPhase(t *testing.T, h *harness, d *Driver) netattach.Phase {
 		t.Fatal(err)
 	}
 	return phase
-}
-
-// TestNRIReconnectBackoff: the plugin reconnects to the runtime's NRI with growing
-// delays while it cannot connect or is dropped right away, and starts over at the
-// shortest delay after a connection that was up for a good while (the runtime
-// restarted), instead of keeping the long delay of failures long past.
-func TestNRIReconnectBackoff(t *testing.T) {
-	tests := []struct {
-		name string
-		// ups are how long each connection stays up; 0 fails to connect.
-		ups []time.Duration
-		// want are the delays before each reconnect.
-		want []time.Duration
-	}{
-		{
-			name: "no runtime",
-			ups:  []time.Duration{0, 0, 0, 0, 0, 0, 0},
-			want: []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 30 * time.Second},
-		},
-		{
-			name: "dropped right after each connect",
-			ups:  []time.Duration{0, time.Second, time.Second, time.Second},
-			want: []time.Duration{time.Second, 2 * time.Second, 4 * time.Second},
-		},
-		{
-			name: "a healthy connection resets the backoff",
-			ups:  []time.Duration{0, 0, 0, 0, time.Hour, 0, 0},
-			want: []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, time.Second, 2 * time.Second},
-		},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				ctx, cancel := context.WithCancel(klog.NewContext(t.Context(), klog.Background()))
-				defer cancel()
-				p := &podNetwork{socket: "/run/nri/nri.sock"}
-				var got []time.Duration
-				var ended time.Time
-				calls := 0
-				serve := func(ctx context.Context, _ string) (time.Duration, error) {
-					if calls == len(tc.ups) {
-						cancel()
-						return 0, ctx.Err()
-					}
-					if calls > 0 {
-						got = append(got, time.Since(ended))
-					}
-					up := tc.ups[calls]
-					calls++
-					time.Sleep(up)
-					ended = time.Now()
-					if up == 0 {
-						return 0, errors.New("no socket")
-					}
-					return up, errors.New("the runtime closed the NRI connection")
-				}
-				p.runNRI(ctx, "test", serve)
-				if diff := cmp.Diff(tc.want, got); diff != "" {
-					t.Errorf("delays before reconnecting (-want +got):\n%s", diff)
-				}
-			})
-		})
-	}
 }

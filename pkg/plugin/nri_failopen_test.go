@@ -16,6 +16,7 @@ import (
 
 	"github.com/rdma-dra/rdma-dra-driver/pkg/cdi"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/podnet"
 )
 
 // TestUnreadableCheckpoint: while the checkpoint cannot be read (here: written by a newer
@@ -80,7 +81,7 @@ func TestUnreadableCheckpoint(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(h.dataDir, checkpoint.FileName), []byte(`{"version":7,"bootID":"boot-1","claims":{}}`), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			n := &nriPlugin{net: d.net, log: klog.FromContext(h.ctx)}
+			n := podnet.NewNRIPlugin(d.net, klog.FromContext(h.ctx))
 			var err error
 			if tc.ctr == nil {
 				err = n.RunPodSandbox(h.ctx, sandbox(tc.pod, netns))

@@ -13,43 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/rdma-dra/rdma-dra-driver/pkg/cdi"
-	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/netattach"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/podnet"
 )
-
-func TestDefaultInterfaceNames(t *testing.T) {
-	tests := []struct {
-		name, driver string
-		k            int
-		want         string
-	}{
-		{name: "the standard installation keeps rdma<k>", driver: devicemodel.DefaultDriverName, want: "rdma0"},
-		{name: "the standard installation, second device", driver: devicemodel.DefaultDriverName, k: 1, want: "rdma1"},
-		{name: "an empty driver name is the standard one", driver: "", k: 2, want: "rdma2"},
-		// The names below are pinned: they must not change across versions, nodes and
-		// pods (docs/network-attachment.md gives the first one as the example).
-		{name: "another installation", driver: "rdma-b.example.com", want: "rdmab3a40db-0"},
-		{name: "a first label of digits", driver: "42.example.com", k: 3, want: "42992220-3"},
-		{name: "a long first label", driver: "a-very-long-driver-name-for-rdma.example.com", k: 12, want: "averye70837-12"},
-		{name: "the label gives way to a long index", driver: "a-very-long-driver-name-for-rdma.example.com", k: 123456, want: "ave70837-123456"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got := defaultPodIfName(tc.driver, tc.k)
-			if got != tc.want {
-				t.Errorf("defaultPodIfName(%q, %d) = %q, want %q", tc.driver, tc.k, got, tc.want)
-			}
-			spec := netattach.Spec{Mode: netattach.ModeMacvlan, HostNetdev: "eth1", PodIfName: got}
-			if err := spec.Validate(); err != nil {
-				t.Errorf("%q is not a valid pod interface name: %v", got, err)
-			}
-		})
-	}
-	if a, b := defaultPodIfName("rdma.example.com", 0), defaultPodIfName("rdma.example.org", 0); a == b || a == "rdma0" || b == "rdma0" {
-		t.Errorf("two installations whose names share the first label: %q and %q, want two names other than rdma0", a, b)
-	}
-}
 
 // TestTwoInstallationsAttachIntoOnePod attaches a claim of the standard installation and
 // one of a second installation (another driver name, its own data directory) into the
@@ -75,7 +42,7 @@ func TestTwoInstallationsAttachIntoOnePod(t *testing.T) {
 		if res := prepareOne(t, d, claim); res.Err != nil {
 			t.Fatalf("prepare with %s: %v", in.driver, res.Err)
 		}
-		if err := d.net.attachPod(in.h.ctx, "pod-a", "ns/pod-a", "/var/run/netns/cni-a"); err != nil {
+		if err := d.net.AttachPod(in.h.ctx, "pod-a", "ns/pod-a", "/var/run/netns/cni-a"); err != nil {
 			t.Fatalf("attach with %s: %v", in.driver, err)
 		}
 		for _, c := range f.callList() {
@@ -94,7 +61,7 @@ type podNamespaces struct {
 	names map[string]bool // pod/name
 }
 
-// namespaceAttacher refuses, like the real Attacher, a name that the pod has already.
+// namespaceAttacher refuses, like the real attacher, a name that the pod has already.
 type namespaceAttacher struct {
 	*fakeAttacher
 	ns *podNamespaces
@@ -115,7 +82,7 @@ func (a namespaceAttacher) Attach(ctx context.Context, spec netattach.Spec, targ
 // networkDriverNamed is networkDriver for an installation with the driver name driver,
 // attaching through a, and without a second driver for its CDI writer (whose status
 // writer would never stop, which a synctest bubble does not allow).
-func (h *harness) networkDriverNamed(a Attacher, driver string) *Driver {
+func (h *harness) networkDriverNamed(a podnet.Attacher, driver string) *Driver {
 	h.t.Helper()
 	pools, err := nodeconfig.Parse([]byte(`
 network:

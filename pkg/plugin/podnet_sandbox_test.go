@@ -7,6 +7,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/klog/v2"
+
+	"github.com/rdma-dra/rdma-dra-driver/pkg/podnet"
 )
 
 // sandbox is the runtime's view of a sandbox of pod uid whose network namespace is netns
@@ -73,7 +75,7 @@ func TestSandboxesOfOnePod(t *testing.T) {
 			if res := prepareOne(t, d, a); res.Err != nil {
 				t.Fatal(res.Err)
 			}
-			n := &nriPlugin{net: d.net, log: klog.FromContext(h.ctx)}
+			n := podnet.NewNRIPlugin(d.net, klog.FromContext(h.ctx))
 			for _, e := range tc.events {
 				var err error
 				switch e.name {

@@ -14,6 +14,7 @@ import (
 	"github.com/rdma-dra/rdma-dra-driver/pkg/cdi"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/podnet"
 )
 
 // Steps of prepare and unprepare, reported to Driver.step after each is done.
@@ -187,7 +188,7 @@ func (d *Driver) writeClaim(ctx context.Context, plan *claimPlan) kubeletplugin.
 		plan.rollback = !plan.redo
 		return kubeletplugin.PrepareResult{Err: err}
 	}
-	if err := d.net.reserveAddresses(ctx, plan.claim, plan.entry); err != nil {
+	if err := d.net.ReserveAddresses(ctx, plan.claim, plan.entry); err != nil {
 		// Nothing is written yet; an interrupted entry stays for the retry to redo.
 		plan.rollback = !plan.redo
 		return kubeletplugin.PrepareResult{Err: err}
@@ -292,7 +293,7 @@ func (d *Driver) planDevices(claim *resourceapi.ResourceClaim) (*checkpoint.Clai
 			nets = append(nets, *nd)
 			if nd.Config.Mode != nil && nd.Config.Mode.Attaches() && *cfg.GIDIndex == v1alpha1.GIDIndexAuto {
 				// The host's GID index is no use in the pod: the pod's own address
-				// has its own entry, whose index the NRI side injects (podnet.go).
+				// has its own entry, whose index the NRI side injects (pkg/podnet).
 				cfg = cfg.DeepCopy()
 				none := v1alpha1.GIDIndexNone
 				cfg.GIDIndex = &none
@@ -315,7 +316,7 @@ func (d *Driver) planDevices(claim *resourceapi.ResourceClaim) (*checkpoint.Clai
 		return nil, nil, joinErrors(errs)
 	}
 	if len(nets) > 0 {
-		n := &checkpoint.Network{Pods: reservedPods(claim), Generation: claim.Generation, Devices: nets}
+		n := &checkpoint.Network{Pods: podnet.ReservedPods(claim), Generation: claim.Generation, Devices: nets}
 		entry.SetNetwork(n)
 	}
 	return entry, devices, nil
@@ -377,7 +378,7 @@ func (d *Driver) unprepare(ctx context.Context, claims []kubeletplugin.Namespace
 		// Whatever the runtime's pod events left attached goes before the spec: the
 		// pods are gone, and a moved netdev belongs to the host again.
 		if entry := attached[uid]; entry != nil {
-			if err := d.net.detachClaim(ctx, uid, entry); err != nil {
+			if err := d.net.DetachClaim(ctx, uid, entry); err != nil {
 				results[claim.UID] = fmt.Errorf("detach the claim's network: %w", err)
 				continue
 			}
@@ -419,7 +420,7 @@ func (d *Driver) unprepare(ctx context.Context, claims []kubeletplugin.Namespace
 		d.stepDone(stepEntryRemoved)
 	}
 	for _, entry := range gone {
-		d.net.releaseAddresses(ctx, entry)
+		d.net.ReleaseAddresses(ctx, entry)
 	}
 	return results, nil
 }

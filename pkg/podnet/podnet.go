@@ -1,39 +1,111 @@
-package plugin
+// Package podnet attaches the networks of prepared claims into their pods: the NRI
+// plugin that relays the container runtime's pod and container events (nri.go), the
+// attach and detach of each claimed device into each pod, journaled in the claims'
+// checkpoint records (checkpoint.Network) before every step that changes the node, the
+// pod interfaces' names and addresses (names.go, ipam.go), and the node guard around
+// the attacher (nodeguard.go).
+//
+// The kubelet plugin (pkg/plugin) owns the checkpoint and the claims' locks and gives
+// them to this package through [Options]; it never calls into pkg/plugin.
+package podnet
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
 	"sync"
 
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
 	"github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/addrlease"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/attachmark"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/checkpoint"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/devicemodel"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
+	"github.com/rdma-dra/rdma-dra-driver/pkg/metrics"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/netattach"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
 )
 
-// Attacher is what podNetwork needs of *netattach.Attacher.
+// Attacher is what Network needs of *netattach.Attacher.
 type Attacher interface {
 	Attach(ctx context.Context, spec netattach.Spec, target netattach.Target, save netattach.Journal) (netattach.State, error)
 	Detach(ctx context.Context, st netattach.State, save netattach.Journal) error
 }
 
-// podNetwork attaches the networks of prepared claims into their pods' network
+// DeviceLookup finds a device the node publishes; *publish.Publisher implements it.
+type DeviceLookup interface {
+	Lookup(pool, device string) (devicemodel.Device, bool)
+}
+
+// SpecLister lists the claims that have a CDI spec on the node; *cdi.Writer implements it.
+type SpecLister interface {
+	List() ([]string, error)
+}
+
+// Options are what a Network is given by the kubelet plugin.
+type Options struct {
+	// Attacher makes and undoes attachments: the node guard (NewNodeGuard) around a
+	// *netattach.Attacher.
+	Attacher Attacher
+	// Pools holds the node configuration's address pools.
+	Pools *nodeconfig.Config
+	// Socket is the runtime's NRI socket.
+	Socket string
+	// MarkDir is where the attachment marks are kept (pkg/attachmark), which the CDI
+	// specs' hook waits for; empty keeps none.
+	MarkDir string
+	// Addresses reserves static pod addresses cluster-wide (pkg/addrlease); nil refuses
+	// static addresses, since no other node would know them.
+	Addresses *addrlease.Reserver
+	// DriverName and NodeName are the driver's and the node's names.
+	DriverName, NodeName string
+	// Update changes the checkpoint (checkpoint.Store.Update, with the plugin's error
+	// accounting); the claims' network records live there.
+	Update func(ctx context.Context, fn checkpoint.Change) error
+	// LockClaims takes the locks of the claims uids, the ones prepare and unprepare take,
+	// and returns the function that releases them.
+	LockClaims func(ctx context.Context, uids []string) (release func(), err error)
+	// Changed is told when a claim's attachments into a pod changed (see [Change]); it is
+	// the one way back into the plugin (claim status, device metadata). Nil tells nobody.
+	Changed func(ctx context.Context, claimUID string, change Change)
+	// Devices finds published devices, for the address pools' port selectors.
+	Devices DeviceLookup
+	// Specs lists the node's CDI specs of the driver, and Kube reads claims: both tell,
+	// without the checkpoint, whether a pod has something of the driver (nri_failopen.go).
+	Specs SpecLister
+	Kube  kubernetes.Interface
+	// Metrics receives the attach latency; nil creates a private set.
+	Metrics *metrics.Plugin
+}
+
+// Change is what happened to a claim's attachments into a pod.
+type Change int
+
+const (
+	// Attached: an attach of a pod made an attachment of the claim now, so what the pod
+	// got (the claim's status) changed. Told once per claim and attach, even when another
+	// device of the claim failed.
+	Attached Change = iota + 1
+	// Ready: every device of the claim is attached into the pod, now or before (a plugin
+	// may have stopped between the attachment and what follows it). Told after Attached,
+	// and before the pod's attachment mark lets its containers start.
+	Ready
+)
+
+// Network attaches the networks of prepared claims into their pods' network
 // namespaces when the container runtime creates the pod sandbox, and detaches them when
 // it stops or removes the sandbox (nri.go relays the runtime's events). All state is in
-// the claims' checkpoint entries (network.go), changed under the claims' locks, so that
-// a second plugin instance of a rolling update, a restart or a crash at any step
+// the claims' checkpoint entries (checkpoint.Network), changed under the claims' locks,
+// so that a second plugin instance of a rolling update, a restart or a crash at any step
 // converges: an attachment is journaled before every step that changes the node.
-type podNetwork struct {
-	d        *Driver
+type Network struct {
 	attacher Attacher
 	// pools are the node configuration's address pools (ipam: node).
 	pools *nodeconfig.Config
@@ -45,13 +117,38 @@ type podNetwork struct {
 	// addresses reserves static addresses cluster-wide; nil refuses them.
 	addresses *addrlease.Reserver
 
+	driverName, nodeName string
+	update               func(context.Context, checkpoint.Change) error
+	lockClaims           func(context.Context, []string) (func(), error)
+	changed              func(ctx context.Context, claimUID string, change Change)
+	devices              DeviceLookup
+	specs                SpecLister
+	kube                 kubernetes.Interface
+	metrics              *metrics.Plugin
+
 	mu        sync.Mutex
 	connected bool
 	lastErr   error
 }
 
-// ready returns nil while the plugin is connected to the runtime's NRI, else why not.
-func (p *podNetwork) ready() error {
+// New returns the pod network of opts.
+func New(opts Options) *Network {
+	p := &Network{
+		attacher: opts.Attacher, pools: opts.Pools, socket: opts.Socket, markDir: opts.MarkDir, addresses: opts.Addresses,
+		driverName: opts.DriverName, nodeName: opts.NodeName, update: opts.Update, lockClaims: opts.LockClaims,
+		changed: opts.Changed, devices: opts.Devices, specs: opts.Specs, kube: opts.Kube, metrics: opts.Metrics,
+	}
+	if p.metrics == nil {
+		p.metrics = metrics.NewPlugin()
+	}
+	if p.changed == nil {
+		p.changed = func(context.Context, string, Change) {}
+	}
+	return p
+}
+
+// Ready returns nil while the plugin is connected to the runtime's NRI, else why not.
+func (p *Network) Ready() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.connected {
@@ -64,18 +161,13 @@ func (p *podNetwork) ready() error {
 	return errors.New(msg)
 }
 
-func (p *podNetwork) setConnected(ok bool, err error) {
+// SetConnected records whether the plugin is connected to the runtime's NRI, and why
+// not: RunNRI does, for each connection; a caller that relays the runtime's events by
+// other means (NewNRIPlugin) does it itself.
+func (p *Network) SetConnected(ok bool, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.connected, p.lastErr = ok, err
-}
-
-// netUnavailable says why the driver has no network attachment at all.
-func (d *Driver) netUnavailable() string {
-	if d.netOffReason != "" {
-		return d.netOffReason
-	}
-	return "the plugin runs with --network-attachment=false"
 }
 
 // podWork is one device of one claim to attach into or detach from a pod.
@@ -87,9 +179,9 @@ type podWork struct {
 
 // claimsOfPod returns, sorted by namespace/name, the claims whose network record names
 // pod (reserved) or holds an attachment into pod (attached).
-func (p *podNetwork) claimsOfPod(ctx context.Context, pod string) ([]podWork, error) {
+func (p *Network) claimsOfPod(ctx context.Context, pod string) ([]podWork, error) {
 	var work []podWork
-	err := p.d.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
+	err := p.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
 		work = work[:0]
 		for entry, n := range networks(cp) {
 			for i := range n.Devices {
@@ -111,7 +203,7 @@ func (p *podNetwork) claimsOfPod(ctx context.Context, pod string) ([]podWork, er
 
 // lockPodClaims finds the claims of pod (claimsOfPod) and takes their locks; with no
 // claims it returns no work and holds nothing.
-func (p *podNetwork) lockPodClaims(ctx context.Context, pod string) ([]podWork, *heldClaims, error) {
+func (p *Network) lockPodClaims(ctx context.Context, pod string) ([]podWork, func(), error) {
 	work, err := p.claimsOfPod(ctx, pod)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", errCheckpointUnreadable, err)
@@ -125,11 +217,11 @@ func (p *podNetwork) lockPodClaims(ctx context.Context, pod string) ([]podWork, 
 			uids = append(uids, w.claimUID)
 		}
 	}
-	held, err := p.d.claims.lock(ctx, uids)
+	release, err := p.lockClaims(ctx, uids)
 	if err != nil {
 		return nil, nil, fmt.Errorf("lock claims: %w", err)
 	}
-	return work, held, nil
+	return work, release, nil
 }
 
 // errClaimGone is returned when a claim's entry went away while it was worked on.
@@ -154,9 +246,9 @@ func withDevice(cp *checkpoint.Checkpoint, w podWork, fn func(n *checkpoint.Netw
 }
 
 // journal saves an attachment's state in the checkpoint before the attacher acts.
-func (p *podNetwork) journal(ctx context.Context, w podWork, pod string) netattach.Journal {
+func (p *Network) journal(ctx context.Context, w podWork, pod string) netattach.Journal {
 	return func(st netattach.State) error {
-		return p.d.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
+		return p.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
 			return withDevice(cp, w, func(_ *checkpoint.Network, nd *checkpoint.NetworkDevice) (bool, error) {
 				a := nd.Attachment(pod)
 				if a == nil {
@@ -170,17 +262,17 @@ func (p *podNetwork) journal(ctx context.Context, w podWork, pod string) netatta
 	}
 }
 
-// attachPod attaches every device of the claims reserved for pod that is not attached
+// AttachPod attaches every device of the claims reserved for pod that is not attached
 // yet. netnsPath is the pod's network namespace; empty for a pod on the host network,
 // which needs (and gets) nothing but the RDMA device in exclusive netns mode.
-func (p *podNetwork) attachPod(ctx context.Context, pod, podName, netnsPath string) error {
+func (p *Network) AttachPod(ctx context.Context, pod, podName, netnsPath string) error {
 	logger := klog.FromContext(ctx).WithValues("podUID", pod, "pod", podName)
 	ctx = klog.NewContext(ctx, logger)
-	work, held, err := p.lockPodClaims(ctx, pod)
+	work, release, err := p.lockPodClaims(ctx, pod)
 	if err != nil || len(work) == 0 {
 		return err
 	}
-	defer held.release(nil)
+	defer release()
 	var errs []error
 	attached, ok, failed := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, w := range work {
@@ -198,16 +290,16 @@ func (p *podNetwork) attachPod(ctx context.Context, pod, podName, netnsPath stri
 			ok[w.claimUID] = true
 		}
 	}
-	for uid := range attached {
-		p.d.reportNetwork(ctx, uid)
+	for _, uid := range slices.Sorted(maps.Keys(attached)) {
+		p.changed(ctx, uid, Attached)
 	}
-	// The metadata file and the mark also for attachments made before (a plugin that
-	// stopped between the attachment and these writes): both are local file writes.
-	for _, uid := range sortedKeys(ok) {
+	// Ready and the mark also for attachments made before (a plugin that stopped between
+	// the attachment and these writes): both are local file writes.
+	for _, uid := range slices.Sorted(maps.Keys(ok)) {
 		if failed[uid] {
 			continue
 		}
-		p.d.updateMetadata(ctx, uid)
+		p.changed(ctx, uid, Ready)
 		if p.markDir != "" {
 			// Containers of the pod may start now (the CDI spec's hook waits for this).
 			if err := attachmark.Mark(p.markDir, pod, uid); err != nil {
@@ -220,11 +312,11 @@ func (p *podNetwork) attachPod(ctx context.Context, pod, podName, netnsPath stri
 
 // attachOne attaches one device into pod unless that is done; it reports whether it
 // attached something now.
-func (p *podNetwork) attachOne(ctx context.Context, w podWork, pod, netnsPath string) (bool, error) {
+func (p *Network) attachOne(ctx context.Context, w podWork, pod, netnsPath string) (bool, error) {
 	var spec netattach.Spec
 	var previous *netattach.State
 	skip := false
-	err := p.d.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
+	err := p.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
 		previous, skip = nil, false
 		return withDevice(cp, w, func(n *checkpoint.Network, nd *checkpoint.NetworkDevice) (bool, error) {
 			if !n.HasPod(pod) || nd.Stale {
@@ -283,14 +375,14 @@ func (p *podNetwork) attachOne(ctx context.Context, w podWork, pod, netnsPath st
 }
 
 // deviceName is the device of w for messages.
-func (p *podNetwork) deviceName(w podWork) string {
+func (p *Network) deviceName(w podWork) string {
 	return fmt.Sprintf("#%d of claim %s", w.device, w.claim)
 }
 
 // specFor builds the attachment of nd into pod, inside a checkpoint change: the pod
 // interface's name (configured, or the lowest free rdma<k> of the pod) and addresses
 // (static, or the lowest free address of the port's pool).
-func (p *podNetwork) specFor(cp *checkpoint.Checkpoint, nd *checkpoint.NetworkDevice, pod, netnsPath string) (netattach.Spec, error) {
+func (p *Network) specFor(cp *checkpoint.Checkpoint, nd *checkpoint.NetworkDevice, pod, netnsPath string) (netattach.Spec, error) {
 	cfg := nd.Config
 	mode := netattach.Mode(*cfg.Mode)
 	spec := netattach.Spec{
@@ -319,7 +411,7 @@ func (p *podNetwork) specFor(cp *checkpoint.Checkpoint, nd *checkpoint.NetworkDe
 		spec.PodIfName = *cfg.InterfaceName
 	default:
 		for k := 0; ; k++ {
-			if name := defaultPodIfName(p.d.driverName, k); !names[name] {
+			if name := defaultPodIfName(p.driverName, k); !names[name] {
 				spec.PodIfName = name
 				break
 			}
@@ -366,7 +458,7 @@ func (p *podNetwork) specFor(cp *checkpoint.Checkpoint, nd *checkpoint.NetworkDe
 		}
 		spec.Addresses = addrs
 	case cfg.IPAM != nil && *cfg.IPAM == v1alpha1.IPAMNode:
-		r, ok := addressPool(nd, p.pools, p.d.nodeName, p.portOf(nd))
+		r, ok := addressPool(nd, p.pools, p.nodeName, p.portOf(nd))
 		if !ok {
 			return spec, fmt.Errorf("ipam: node, but no address pool of the node configuration selects %s port %d", nd.IBDev, nd.Port)
 		}
@@ -385,8 +477,8 @@ func (p *podNetwork) specFor(cp *checkpoint.Checkpoint, nd *checkpoint.NetworkDe
 
 // portOf returns the published port of a device for the pool selectors, or what the
 // record knows of it when the device is no longer published.
-func (p *podNetwork) portOf(nd *checkpoint.NetworkDevice) *discovery.Port {
-	if dev, ok := p.d.devices.Lookup(nd.Pool, nd.Device); ok {
+func (p *Network) portOf(nd *checkpoint.NetworkDevice) *discovery.Port {
+	if dev, ok := p.devices.Lookup(nd.Pool, nd.Device); ok {
 		port := dev.Port
 		return &port
 	}

@@ -1,4 +1,4 @@
-package ipam
+package podnet
 
 import (
 	"net/netip"
@@ -44,7 +44,7 @@ network:
 			for _, a := range tc.inUse {
 				used[mustParse(a)] = true
 			}
-			got, err := Allocate(tc.r, used)
+			got, err := allocateAddress(tc.r, used)
 			switch {
 			case tc.want == "" && err == nil:
 				t.Fatalf("got %s, want an error", got)
@@ -115,7 +115,7 @@ network:
 			for _, a := range tc.inUse {
 				used[a] = true
 			}
-			got, err := Allocate(tc.r, used, tc.node...)
+			got, err := allocateAddress(tc.r, used, tc.node...)
 			switch {
 			case tc.want == "" && err == nil:
 				t.Fatalf("got %s, want an error", got)

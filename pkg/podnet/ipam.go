@@ -1,8 +1,4 @@
-// Package ipam hands out pod interface addresses from a node's address pools
-// (nodeconfig.AddressPool). It keeps no state of its own: the addresses in use are those
-// recorded in the plugin's checkpoint, which is written before an address is configured
-// anywhere, so an address is never handed out twice, across restarts too.
-package ipam
+package podnet
 
 import (
 	"fmt"
@@ -11,7 +7,12 @@ import (
 	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
 )
 
-// Allocate returns the lowest address of r that is neither excluded, nor in use, nor
+// Pod interface addresses from a node's address pools (nodeconfig.AddressPool). The
+// allocator keeps no state of its own: the addresses in use are those recorded in the
+// checkpoint, which is written before an address is configured anywhere, so an address
+// is never handed out twice, across restarts too.
+
+// allocateAddress returns the lowest address of r that is neither excluded, nor in use, nor
 // one of nodeAddrs, with r's prefix length.
 //
 // nodeAddrs are the addresses the node itself holds, read by the caller at allocation
@@ -19,7 +20,7 @@ import (
 // the plugin runs (DHCP, an admin's ip addr add), so they are not part of the pool's
 // configuration; a pod handed one of them would take over the node's traffic on the
 // segment.
-func Allocate(r nodeconfig.Range, inUse map[netip.Addr]bool, nodeAddrs ...netip.Addr) (netip.Prefix, error) {
+func allocateAddress(r nodeconfig.Range, inUse map[netip.Addr]bool, nodeAddrs ...netip.Addr) (netip.Prefix, error) {
 	held := make(map[netip.Addr]bool, len(nodeAddrs))
 	for _, a := range nodeAddrs {
 		// Netlink reports IPv4 addresses in either form; the range holds plain IPv4.

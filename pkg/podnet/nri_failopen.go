@@ -1,4 +1,4 @@
-package plugin
+package podnet
 
 import (
 	"context"
@@ -23,6 +23,9 @@ import (
 // nothing of this driver's and closed for what has or may have, and tells the two apart
 // without the checkpoint (usesDriver).
 
+// claimListPageSize is how many claims one list call of podClaimOfDriver asks for.
+const claimListPageSize = 500
+
 // errCheckpointUnreadable marks the failure to read the checkpoint where the NRI side
 // looks up what a pod has of this driver's.
 var errCheckpointUnreadable = errors.New("cannot read the plugin's checkpoint")
@@ -30,7 +33,7 @@ var errCheckpointUnreadable = errors.New("cannot read the plugin's checkpoint")
 // unlessNotOurs returns err, except when err is that the checkpoint cannot be read and
 // the pod (the container, when ctr is not nil) has nothing of this driver's: then the
 // runtime goes on without the plugin, and that is logged.
-func (p *podNetwork) unlessNotOurs(ctx context.Context, pod *api.PodSandbox, ctr *api.Container, err error) error {
+func (p *Network) unlessNotOurs(ctx context.Context, pod *api.PodSandbox, ctr *api.Container, err error) error {
 	if !errors.Is(err, errCheckpointUnreadable) {
 		return err
 	}
@@ -52,7 +55,7 @@ func (p *podNetwork) unlessNotOurs(ctx context.Context, pod *api.PodSandbox, ctr
 //     which the kubelet requires before it prepares) with a device of this driver.
 //
 // Whatever cannot be told counts as the driver's.
-func (p *podNetwork) usesDriver(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (bool, string) {
+func (p *Network) usesDriver(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (bool, string) {
 	if devs := ctr.GetCDIDevices(); len(devs) > 0 {
 		for _, dev := range devs {
 			if p.ownsCDIDevice(dev.GetName()) {
@@ -61,7 +64,7 @@ func (p *podNetwork) usesDriver(ctx context.Context, pod *api.PodSandbox, ctr *a
 		}
 		return false, "none of the container's CDI devices is of this driver"
 	}
-	if specs, err := p.d.specs.List(); err == nil && len(specs) == 0 {
+	if specs, err := p.specs.List(); err == nil && len(specs) == 0 {
 		return false, "no claim of this driver is prepared on this node"
 	}
 	claim, err := p.podClaimOfDriver(ctx, pod)
@@ -76,30 +79,30 @@ func (p *podNetwork) usesDriver(ctx context.Context, pod *api.PodSandbox, ctr *a
 
 // ownsCDIDevice reports whether the qualified CDI device name is of this driver: of its
 // claims' specs (cdi.Vendor) or of the metadata specs the helper writes for it.
-func (p *podNetwork) ownsCDIDevice(name string) bool {
-	return strings.HasPrefix(name, cdi.Vendor(p.d.driverName)+"/") || strings.HasPrefix(name, p.d.driverName+"/")
+func (p *Network) ownsCDIDevice(name string) bool {
+	return strings.HasPrefix(name, cdi.Vendor(p.driverName)+"/") || strings.HasPrefix(name, p.driverName+"/")
 }
 
 // podClaimOfDriver returns namespace/name of a claim that is reserved for pod and has a
 // device of this driver, or "" when there is none. It reads the claims of the pod's
-// namespace in pages, as the cleanup does.
-func (p *podNetwork) podClaimOfDriver(ctx context.Context, pod *api.PodSandbox) (string, error) {
+// namespace in pages of claimListPageSize.
+func (p *Network) podClaimOfDriver(ctx context.Context, pod *api.PodSandbox) (string, error) {
 	if pod.GetNamespace() == "" || pod.GetUid() == "" {
 		return "", errors.New("the runtime names no namespace and UID of the pod")
 	}
-	opts := metav1.ListOptions{Limit: cleanupListPageSize}
+	opts := metav1.ListOptions{Limit: claimListPageSize}
 	for {
-		list, err := p.d.kube.ResourceV1().ResourceClaims(pod.GetNamespace()).List(ctx, opts)
+		list, err := p.kube.ResourceV1().ResourceClaims(pod.GetNamespace()).List(ctx, opts)
 		if err != nil {
 			return "", fmt.Errorf("list the claims of namespace %s: %w", pod.GetNamespace(), err)
 		}
 		for i := range list.Items {
 			claim := &list.Items[i]
-			if !slices.Contains(reservedPods(claim), pod.GetUid()) || claim.Status.Allocation == nil {
+			if !slices.Contains(ReservedPods(claim), pod.GetUid()) || claim.Status.Allocation == nil {
 				continue
 			}
 			for _, r := range claim.Status.Allocation.Devices.Results {
-				if r.Driver == p.d.driverName {
+				if r.Driver == p.driverName {
 					return claim.Namespace + "/" + claim.Name, nil
 				}
 			}

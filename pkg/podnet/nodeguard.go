@@ -1,4 +1,4 @@
-package plugin
+package podnet
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	"github.com/rdma-dra/rdma-dra-driver/pkg/discovery"
-	"github.com/rdma-dra/rdma-dra-driver/pkg/ipam"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/netattach"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
 )
@@ -17,24 +16,24 @@ import (
 // port's GID table: one entry per RoCE version, v1 and v2 on the adapters that have both.
 const gidEntriesPerAddress = 2
 
-// errGIDTableFull is wrapped by nodeGuard.Attach when an attachment's GID entries would
+// errGIDTableFull is wrapped by NodeGuard.Attach when an attachment's GID entries would
 // not fit the port's GID table.
 var errGIDTableFull = errors.New("GID table full")
 
-// nodeGuard is the attacher as the plugin runs it, with what the node itself must keep
+// NodeGuard is the attacher as the plugin runs it, with what the node itself must keep
 // and pkg/netattach (mechanics, no policy) does not know of:
 //   - room in the port's GID table: an attachment whose addresses' GID entries would not
 //     fit is refused before anything changes on the node (Attach);
 //   - the node's own addresses, which an address pool must never hand out
-//     (nodeAddresses, read by podNetwork.allocate at allocation time).
+//     (nodeAddresses, read by Network.allocate at allocation time).
 //
 // The plugin runs on the host network, so its network namespace is the host's.
-type nodeGuard struct {
+type NodeGuard struct {
 	Attacher
-	// sysfsRoot is where the ports' GID tables are read.
-	sysfsRoot string
-	// nodeIPs are the kubelet's node IPs (--node-ips).
-	nodeIPs []netip.Addr
+	// SysfsRoot is where the ports' GID tables are read.
+	SysfsRoot string
+	// NodeIPs are the kubelet's node IPs (--node-ips).
+	NodeIPs []netip.Addr
 	// hostAddrs lists the addresses the host's network namespace holds and its routes'
 	// gateways (netattach.Attacher.NodeAddresses).
 	hostAddrs func() ([]netip.Addr, error)
@@ -54,11 +53,11 @@ type gidPort struct {
 	port  int
 }
 
-// newNodeGuard wraps a for the node whose sysfs is below sysfsRoot and whose node IPs
+// NewNodeGuard wraps a for the node whose sysfs is below sysfsRoot and whose node IPs
 // are nodeIPs, reading the host's addresses and GID tables for real.
-func newNodeGuard(a Attacher, sysfsRoot string, nodeIPs []netip.Addr) *nodeGuard {
-	return &nodeGuard{
-		Attacher: a, sysfsRoot: sysfsRoot, nodeIPs: nodeIPs,
+func NewNodeGuard(a Attacher, sysfsRoot string, nodeIPs []netip.Addr) *NodeGuard {
+	return &NodeGuard{
+		Attacher: a, SysfsRoot: sysfsRoot, NodeIPs: nodeIPs,
 		hostAddrs: hostAddressesOf(a), freeGIDs: discovery.FreeGIDEntries,
 		pending: map[gidPort]int{},
 	}
@@ -79,8 +78,8 @@ func hostAddressesOf(a Attacher) func() ([]netip.Addr, error) {
 
 // Attach refuses an attachment whose GID entries would not fit the port's GID table,
 // before the attacher journals or changes anything, and attaches otherwise. A refusal
-// returns an empty State, which tells podNetwork that nothing is left to undo.
-func (g *nodeGuard) Attach(ctx context.Context, spec netattach.Spec, target netattach.Target, save netattach.Journal) (netattach.State, error) {
+// returns an empty State, which tells Network that nothing is left to undo.
+func (g *NodeGuard) Attach(ctx context.Context, spec netattach.Spec, target netattach.Target, save netattach.Journal) (netattach.State, error) {
 	need := gidEntriesNeeded(spec)
 	key := gidPort{ibdev: spec.IBDevice, port: spec.IBPort}
 	if key.ibdev == "" {
@@ -98,10 +97,10 @@ func (g *nodeGuard) Attach(ctx context.Context, spec netattach.Spec, target neta
 
 // reserve counts the free entries of key's GID table and, when need of them are free
 // beyond those of the attachments under way, holds them until release.
-func (g *nodeGuard) reserve(key gidPort, need, addresses int) error {
+func (g *NodeGuard) reserve(key gidPort, need, addresses int) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	free, err := g.freeGIDs(g.sysfsRoot, key.ibdev, key.port)
+	free, err := g.freeGIDs(g.SysfsRoot, key.ibdev, key.port)
 	if err != nil {
 		return fmt.Errorf("check room in the GID table: %w", err)
 	}
@@ -114,7 +113,7 @@ func (g *nodeGuard) reserve(key gidPort, need, addresses int) error {
 	return nil
 }
 
-func (g *nodeGuard) release(key gidPort, need int) {
+func (g *NodeGuard) release(key gidPort, need int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.pending[key] -= need; g.pending[key] <= 0 {
@@ -143,27 +142,27 @@ func gidEntriesNeeded(spec netattach.Spec) int {
 // they change while the plugin runs. It is what the attacher refuses (netattach's node
 // boundary), so that the allocator never picks an address the attach would then refuse
 // again on every retry of the pod.
-func (g *nodeGuard) nodeAddresses() ([]netip.Addr, error) {
+func (g *NodeGuard) nodeAddresses() ([]netip.Addr, error) {
 	addrs, err := g.hostAddrs()
 	if err != nil {
 		return nil, fmt.Errorf("read the node's addresses: %w", err)
 	}
-	return append(addrs, g.nodeIPs...), nil
+	return append(addrs, g.NodeIPs...), nil
 }
 
 // allocate returns the lowest address of pool r that is free for a pod interface: not in
-// use (inUse, from the checkpoint) and not the node's (nodeGuard.nodeAddresses). It
+// use (inUse, from the checkpoint) and not the node's (NodeGuard.nodeAddresses). It
 // fails, and hands out nothing, when the node's addresses cannot be read. Without a
-// nodeGuard (tests with a bare attacher) the node's addresses are unknown and not
+// NodeGuard (tests with a bare attacher) the node's addresses are unknown and not
 // skipped.
-func (p *podNetwork) allocate(r nodeconfig.Range, inUse map[netip.Addr]bool) (netip.Prefix, error) {
-	g, ok := p.attacher.(*nodeGuard)
+func (p *Network) allocate(r nodeconfig.Range, inUse map[netip.Addr]bool) (netip.Prefix, error) {
+	g, ok := p.attacher.(*NodeGuard)
 	if !ok {
-		return ipam.Allocate(r, inUse)
+		return allocateAddress(r, inUse)
 	}
 	held, err := g.nodeAddresses()
 	if err != nil {
 		return netip.Prefix{}, fmt.Errorf("allocate from address pool %s: %w", r.Name, err)
 	}
-	return ipam.Allocate(r, inUse, held...)
+	return allocateAddress(r, inUse, held...)
 }

@@ -1,4 +1,4 @@
-package plugin
+package podnet
 
 import (
 	"context"
@@ -16,8 +16,8 @@ import (
 // The teardown half of podnet.go: detaching a pod's attachments at StopPodSandbox or
 // RemovePodSandbox, a claim's at unprepare, and the attachment marks.
 
-// detachPod detaches everything attached into pod, in any of its sandboxes.
-func (p *podNetwork) detachPod(ctx context.Context, pod string) error {
+// DetachPod detaches everything attached into pod, in any of its sandboxes.
+func (p *Network) DetachPod(ctx context.Context, pod string) error {
 	return p.detachSandbox(ctx, pod, "")
 }
 
@@ -26,14 +26,14 @@ func (p *podNetwork) detachPod(ctx context.Context, pod string) error {
 // than one sandbox when the runtime creates its sandbox again: the kubelet stops and
 // removes the old one after the new one runs, and those events must leave the new
 // sandbox's attachments alone.
-func (p *podNetwork) detachSandbox(ctx context.Context, pod, netnsPath string) error {
+func (p *Network) detachSandbox(ctx context.Context, pod, netnsPath string) error {
 	logger := klog.FromContext(ctx).WithValues("podUID", pod)
 	ctx = klog.NewContext(ctx, logger)
-	work, held, err := p.lockPodClaims(ctx, pod)
+	work, release, err := p.lockPodClaims(ctx, pod)
 	if err != nil || len(work) == 0 {
 		return err
 	}
-	defer held.release(nil)
+	defer release()
 	var errs []error
 	// In reverse, so that interfaces go in the opposite order they came.
 	for i := len(work) - 1; i >= 0; i-- {
@@ -46,9 +46,9 @@ func (p *podNetwork) detachSandbox(ctx context.Context, pod, netnsPath string) e
 
 // detachOne detaches one device from pod if it is attached there, in the sandbox whose
 // network namespace is netnsPath (empty: in any).
-func (p *podNetwork) detachOne(ctx context.Context, w podWork, pod, netnsPath string) error {
+func (p *Network) detachOne(ctx context.Context, w podWork, pod, netnsPath string) error {
 	var st *netattach.State
-	err := p.d.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
+	err := p.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
 		st = nil
 		return withDevice(cp, w, func(_ *checkpoint.Network, nd *checkpoint.NetworkDevice) (bool, error) {
 			if a := nd.Attachment(pod); a != nil && (netnsPath == "" || a.State.Target.NetnsPath == netnsPath) {
@@ -66,7 +66,7 @@ func (p *podNetwork) detachOne(ctx context.Context, w podWork, pod, netnsPath st
 
 // detachState undoes one recorded attachment and forgets it. The pod's mark goes first:
 // no container of the pod starts against an attachment that is being undone.
-func (p *podNetwork) detachState(ctx context.Context, w podWork, pod string, st netattach.State) error {
+func (p *Network) detachState(ctx context.Context, w podWork, pod string, st netattach.State) error {
 	if err := p.unmark(pod, w.claimUID); err != nil {
 		return err
 	}
@@ -77,8 +77,8 @@ func (p *podNetwork) detachState(ctx context.Context, w podWork, pod string, st 
 }
 
 // forget removes the attachment record of a device in pod.
-func (p *podNetwork) forget(ctx context.Context, w podWork, pod string) error {
-	return p.d.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
+func (p *Network) forget(ctx context.Context, w podWork, pod string) error {
+	return p.update(ctx, func(cp *checkpoint.Checkpoint) (bool, error) {
 		changed, err := withDevice(cp, w, func(_ *checkpoint.Network, nd *checkpoint.NetworkDevice) (bool, error) {
 			if nd.Attachment(pod) == nil {
 				return false, nil
@@ -93,9 +93,9 @@ func (p *podNetwork) forget(ctx context.Context, w podWork, pod string) error {
 	})
 }
 
-// detachClaim detaches every attachment of a claim, for unprepare: the pods are gone
+// DetachClaim detaches every attachment of a claim, for unprepare: the pods are gone
 // or going, and whatever the runtime's events missed must not outlive the claim.
-func (p *podNetwork) detachClaim(ctx context.Context, uid string, entry *checkpoint.Claim) error {
+func (p *Network) DetachClaim(ctx context.Context, uid string, entry *checkpoint.Claim) error {
 	n := networkOf(entry)
 	if n == nil {
 		return nil
@@ -109,23 +109,23 @@ func (p *podNetwork) detachClaim(ctx context.Context, uid string, entry *checkpo
 			}
 		}
 	}
-	if err := p.unmarkClaim(uid); err != nil {
+	if err := p.UnmarkClaim(uid); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
 
 // unmark removes the mark of the claim's attachments in pod.
-func (p *podNetwork) unmark(pod, claimUID string) error {
+func (p *Network) unmark(pod, claimUID string) error {
 	if p == nil || p.markDir == "" {
 		return nil
 	}
 	return attachmark.Unmark(p.markDir, pod, claimUID)
 }
 
-// unmarkClaim removes the marks of the claim in every pod; p may be nil (no network
+// UnmarkClaim removes the marks of the claim in every pod; p may be nil (no network
 // attachment).
-func (p *podNetwork) unmarkClaim(claimUID string) error {
+func (p *Network) UnmarkClaim(claimUID string) error {
 	if p == nil || p.markDir == "" {
 		return nil
 	}

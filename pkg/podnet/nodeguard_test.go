@@ -1,4 +1,4 @@
-package plugin
+package podnet
 
 import (
 	"context"
@@ -110,7 +110,7 @@ func TestNodeGuardGIDRoom(t *testing.T) {
 				root = t.TempDir()
 			}
 			inner := &innerAttacher{}
-			g := newNodeGuard(inner, root, nil)
+			g := NewNodeGuard(inner, root, nil)
 			spec := tc.spec
 			spec.IBPort = 1
 			if spec.RDMADevice == "" {
@@ -145,7 +145,7 @@ func TestNodeGuardGIDRoom(t *testing.T) {
 func TestNodeGuardCountsAttachmentsUnderWay(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	inner := &innerAttacher{entered: make(chan struct{}), release: make(chan struct{})}
-	g := newNodeGuard(inner, gidTree(t, 16, 8), nil)
+	g := NewNodeGuard(inner, gidTree(t, 16, 8), nil)
 	spec := netattach.Spec{Mode: netattach.ModeMacvlan, IBDevice: "mlx5_8", IBPort: 1, Addresses: prefixList("192.168.77.2/24")}
 	noJournal := func(netattach.State) error { return nil }
 	first := make(chan error, 1)
@@ -182,10 +182,10 @@ func TestAllocatePodAddressSkipsNodeAddresses(t *testing.T) {
 	if !ok {
 		t.Fatal("no pool for the port")
 	}
-	nodeIPs := []netip.Addr{netip.MustParseAddr("192.168.77.3"), netip.MustParseAddr("fd00::1")}
+	NodeIPs := []netip.Addr{netip.MustParseAddr("192.168.77.3"), netip.MustParseAddr("fd00::1")}
 	guard := func(addrs []string, err error) func() Attacher {
 		return func() Attacher {
-			g := newNodeGuard(&innerAttacher{}, "", nodeIPs)
+			g := NewNodeGuard(&innerAttacher{}, "", NodeIPs)
 			g.hostAddrs = func() ([]netip.Addr, error) {
 				var out []netip.Addr
 				for _, a := range addrs {
@@ -211,7 +211,7 @@ func TestAllocatePodAddressSkipsNodeAddresses(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p := &podNetwork{attacher: tc.attacher()}
+			p := &Network{attacher: tc.attacher()}
 			used := map[netip.Addr]bool{}
 			for _, a := range tc.inUse {
 				used[netip.MustParseAddr(a)] = true
@@ -228,24 +228,5 @@ func TestAllocatePodAddressSkipsNodeAddresses(t *testing.T) {
 				t.Errorf("got %s, want %s", got, tc.want)
 			}
 		})
-	}
-}
-
-// TestNetworkOptionsGuardsTheAttacher: the plugin's attacher is wrapped in the node guard
-// with every node IP of a dual-stack node.
-func TestNetworkOptionsGuardsTheAttacher(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	cfg := Config{NetworkAttachment: true, RDMAKernel: RDMAKernelSysfs, SysfsRoot: "/sys", NRISocket: filepath.Join(t.TempDir(), "nri.sock"),
-		NodeIPs: []string{"10.0.0.1", "fd00::1"}}
-	opts, reason, err := networkOptions(ctx, cfg, &nodeconfig.Config{})
-	if err != nil || reason != "" {
-		t.Fatalf("networkOptions: %v %q", err, reason)
-	}
-	g, ok := opts.Attacher.(*nodeGuard)
-	if !ok {
-		t.Fatalf("attacher %T, want the node guard", opts.Attacher)
-	}
-	if _, ok := g.Attacher.(*netattach.Attacher); !ok || g.sysfsRoot != "/sys" || fmt.Sprint(g.nodeIPs) != "[10.0.0.1 fd00::1]" {
-		t.Errorf("guard of %T, root %s, node IPs %v", g.Attacher, g.sysfsRoot, g.nodeIPs)
 	}
 }

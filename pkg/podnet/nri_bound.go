@@ -1,4 +1,4 @@
-package plugin
+package podnet
 
 import (
 	"context"
@@ -38,7 +38,7 @@ var errStillWorking = errors.New("still in progress, a retry finds it done")
 
 // requestTimeout is the runtime's NRI request timeout as it configured the plugin, or
 // the library's default before that.
-func (n *nriPlugin) requestTimeout() time.Duration {
+func (n *NRIPlugin) requestTimeout() time.Duration {
 	if d := time.Duration(n.timeout.Load()); d > 0 {
 		return d
 	}
@@ -48,7 +48,7 @@ func (n *nriPlugin) requestTimeout() time.Duration {
 // requestBudget is how long the plugin works on a request before it answers: three
 // quarters of the runtime's timeout, and of what is left of the request's deadline where
 // the request has one, so that the answer is back before the runtime gives up.
-func (n *nriPlugin) requestBudget(ctx context.Context) time.Duration {
+func (n *NRIPlugin) requestBudget(ctx context.Context) time.Duration {
 	budget := n.requestTimeout() * 3 / 4
 	if deadline, ok := ctx.Deadline(); ok {
 		budget = min(budget, time.Until(deadline)*3/4)
@@ -58,7 +58,7 @@ func (n *nriPlugin) requestBudget(ctx context.Context) time.Duration {
 
 // workContext is the context of work that may outlive the request ctx: the plugin's
 // own (which ends with the process), with ctx's logger.
-func (n *nriPlugin) workContext(ctx context.Context) context.Context {
+func (n *NRIPlugin) workContext(ctx context.Context) context.Context {
 	base := n.base
 	if base == nil {
 		base = context.WithoutCancel(ctx)
@@ -68,7 +68,7 @@ func (n *nriPlugin) workContext(ctx context.Context) context.Context {
 
 // bounded runs work for a request, and answers with its result when it is done within
 // the request's budget, or with errStillWorking while it goes on in the background.
-func (n *nriPlugin) bounded(ctx context.Context, what string, work func(context.Context) error) error {
+func (n *NRIPlugin) bounded(ctx context.Context, what string, work func(context.Context) error) error {
 	budget := n.requestBudget(ctx)
 	workCtx, cancel := context.WithTimeout(n.workContext(ctx), maxPodWork)
 	done := make(chan error, 1)

@@ -1,4 +1,4 @@
-package plugin
+package podnet
 
 import (
 	"context"
@@ -30,9 +30,11 @@ const nriPluginIndex = "40"
 // connect ever more slowly.
 const nriHealthyAfter = time.Minute
 
-// nriPlugin relays the container runtime's pod and container events to podNetwork.
-type nriPlugin struct {
-	net *podNetwork
+// NRIPlugin relays the container runtime's pod and container events to Network: it is
+// the plugin object of an NRI stub (github.com/containerd/nri/pkg/stub), which RunNRI
+// makes for each connection.
+type NRIPlugin struct {
+	net *Network
 	log klog.Logger
 	// base is the context of work that goes on after its request was answered
 	// (nri_bound.go): the plugin's, which ends with the process; nil takes the
@@ -43,16 +45,22 @@ type nriPlugin struct {
 	timeout atomic.Int64
 }
 
+// NewNRIPlugin returns the NRI plugin of p, which logs through log and does the work of
+// answered requests (nri_bound.go) in a context without the request's cancellation.
+func NewNRIPlugin(p *Network, log klog.Logger) *NRIPlugin {
+	return &NRIPlugin{net: p, log: log}
+}
+
 // RunNRI connects to the runtime's NRI socket and serves events until ctx ends,
 // reconnecting with backoff when the runtime restarts or the socket is not there yet.
 // While it is not connected, claims that need network attachment fail at prepare with
-// the reason (podNetwork.ready).
-func (p *podNetwork) RunNRI(ctx context.Context, name string) {
+// the reason (Network.ready).
+func (p *Network) RunNRI(ctx context.Context, name string) {
 	p.runNRI(ctx, name, p.serveNRI)
 }
 
 // runNRI is RunNRI with serve for one connection, which returns how long it was up.
-func (p *podNetwork) runNRI(ctx context.Context, name string, serve func(context.Context, string) (time.Duration, error)) {
+func (p *Network) runNRI(ctx context.Context, name string, serve func(context.Context, string) (time.Duration, error)) {
 	logger := klog.FromContext(ctx).WithName("nri")
 	ctx = klog.NewContext(ctx, logger)
 	newBackoff := func() wait.Backoff {
@@ -61,7 +69,7 @@ func (p *podNetwork) runNRI(ctx context.Context, name string, serve func(context
 	backoff := newBackoff()
 	for ctx.Err() == nil {
 		up, err := serve(ctx, name)
-		p.setConnected(false, err)
+		p.SetConnected(false, err)
 		if ctx.Err() != nil {
 			return
 		}
@@ -80,12 +88,12 @@ func (p *podNetwork) runNRI(ctx context.Context, name string, serve func(context
 
 // serveNRI serves one connection to the runtime's NRI, logging through ctx's logger,
 // and returns how long it was connected.
-func (p *podNetwork) serveNRI(ctx context.Context, name string) (time.Duration, error) {
+func (p *Network) serveNRI(ctx context.Context, name string) (time.Duration, error) {
 	logger := klog.FromContext(ctx)
 	if _, err := os.Stat(p.socket); err != nil {
 		return 0, fmt.Errorf("NRI socket: %w", err)
 	}
-	plugin := &nriPlugin{net: p, log: logger, base: ctx}
+	plugin := &NRIPlugin{net: p, log: logger, base: ctx}
 	closed := make(chan struct{})
 	s, err := stub.New(plugin,
 		stub.WithPluginName(name),
@@ -103,7 +111,7 @@ func (p *podNetwork) serveNRI(ctx context.Context, name string) (time.Duration, 
 	// Start returns once the runtime configured the plugin, with its request timeout.
 	plugin.timeout.Store(int64(s.RequestTimeout()))
 	connected := time.Now()
-	p.setConnected(true, nil)
+	p.SetConnected(true, nil)
 	logger.Info("Connected to the runtime's NRI", "socket", p.socket, "runtimeNRIVersion", s.RuntimeNRIVersion(), "requestTimeout", s.RequestTimeout())
 	select {
 	case <-ctx.Done():
@@ -119,7 +127,7 @@ func (p *podNetwork) serveNRI(ctx context.Context, name string) (time.Duration, 
 // down when the sandbox was created) get it now. That is work for every pod of the
 // node, with nothing to answer the runtime: it goes on in the background, so that the
 // runtime's request timeout never cuts the connection it is made on.
-func (n *nriPlugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, _ []*api.Container) ([]*api.ContainerUpdate, error) {
+func (n *NRIPlugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, _ []*api.Container) ([]*api.ContainerUpdate, error) {
 	ctx = n.workContext(klog.NewContext(ctx, n.log))
 	running := map[string]*api.PodSandbox{}
 	for _, pod := range pods {
@@ -130,7 +138,7 @@ func (n *nriPlugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, _ [
 }
 
 // synchronize is Synchronize's work, over the running pods by UID.
-func (n *nriPlugin) synchronize(ctx context.Context, running map[string]*api.PodSandbox) {
+func (n *NRIPlugin) synchronize(ctx context.Context, running map[string]*api.PodSandbox) {
 	known, err := n.net.attachedPods(ctx)
 	if err != nil {
 		n.log.Error(err, "Synchronize: read attachments")
@@ -138,7 +146,7 @@ func (n *nriPlugin) synchronize(ctx context.Context, running map[string]*api.Pod
 	}
 	for _, uid := range known {
 		if running[uid] == nil {
-			if err := n.net.detachPod(ctx, uid); err != nil {
+			if err := n.net.DetachPod(ctx, uid); err != nil {
 				n.log.Error(err, "Synchronize: detach from a pod that is gone", "podUID", uid)
 			}
 		}
@@ -150,7 +158,7 @@ func (n *nriPlugin) synchronize(ctx context.Context, running map[string]*api.Pod
 	sort.Strings(uids)
 	for _, uid := range uids {
 		pod := running[uid]
-		if err := n.net.attachPod(ctx, uid, podName(pod), netnsOf(pod)); err != nil {
+		if err := n.net.AttachPod(ctx, uid, podName(pod), netnsOf(pod)); err != nil {
 			n.log.Error(err, "Synchronize: attach to a running pod", "podUID", uid, "pod", podName(pod))
 		}
 	}
@@ -158,14 +166,14 @@ func (n *nriPlugin) synchronize(ctx context.Context, running map[string]*api.Pod
 
 // RunPodSandbox attaches the pod's claimed networks. An error fails the sandbox, and
 // the kubelet creates it again.
-func (n *nriPlugin) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) error {
+func (n *NRIPlugin) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) error {
 	ctx = klog.NewContext(ctx, n.log)
 	start := time.Now()
 	err := n.bounded(ctx, "attach", func(ctx context.Context) error {
-		err := n.net.attachPod(ctx, pod.GetUid(), podName(pod), netnsOf(pod))
+		err := n.net.AttachPod(ctx, pod.GetUid(), podName(pod), netnsOf(pod))
 		return n.net.unlessNotOurs(ctx, pod, nil, err)
 	})
-	n.net.d.metrics.ObserveAttach(err, time.Since(start))
+	n.net.metrics.ObserveAttach(err, time.Since(start))
 	if err != nil {
 		n.log.Error(err, "Network attachment failed", "pod", podName(pod), "podUID", pod.GetUid())
 	}
@@ -175,7 +183,7 @@ func (n *nriPlugin) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) erro
 // CreateContainer injects the GID index of the pod's own address. If the pod should
 // have an attachment that is not there (the plugin was down at RunPodSandbox), it is
 // made now: the container has not started yet.
-func (n *nriPlugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+func (n *NRIPlugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
 	ctx = klog.NewContext(ctx, n.log)
 	var env map[string]string
 	err := n.bounded(ctx, "attach at container creation", func(ctx context.Context) error {
@@ -204,7 +212,7 @@ func (n *nriPlugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, ct
 
 // containerEnv is the environment of the container ctr of pod, attaching first what
 // the pod should have and does not.
-func (n *nriPlugin) containerEnv(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (map[string]string, error) {
+func (n *NRIPlugin) containerEnv(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (map[string]string, error) {
 	// The container's RDMA device nodes tell which claims it uses. Where the runtime
 	// shows none (CDI devices applied after NRI), every attachment of the pod counts.
 	var devices []string
@@ -216,7 +224,7 @@ func (n *nriPlugin) containerEnv(ctx context.Context, pod *api.PodSandbox, ctr *
 	env, err := n.net.sandboxEnv(ctx, pod.GetUid(), netnsOf(pod), devices)
 	if errors.Is(err, errAttachmentMissing) {
 		n.log.Info("Attaching at container creation: the pod sandbox was created without its attachment", "pod", podName(pod))
-		if err := n.net.attachPod(ctx, pod.GetUid(), podName(pod), netnsOf(pod)); err != nil {
+		if err := n.net.AttachPod(ctx, pod.GetUid(), podName(pod), netnsOf(pod)); err != nil {
 			return nil, n.net.unlessNotOurs(ctx, pod, ctr, err)
 		}
 		env, err = n.net.sandboxEnv(ctx, pod.GetUid(), netnsOf(pod), devices)
@@ -230,7 +238,7 @@ func (n *nriPlugin) containerEnv(ctx context.Context, pod *api.PodSandbox, ctr *
 // StopPodSandbox detaches while the pod's namespace still exists, so that a moved
 // netdev returns with everything it had. Only the attachments into this sandbox go: the
 // kubelet stops and removes an old sandbox of the pod after its new one runs.
-func (n *nriPlugin) StopPodSandbox(ctx context.Context, pod *api.PodSandbox) error {
+func (n *NRIPlugin) StopPodSandbox(ctx context.Context, pod *api.PodSandbox) error {
 	ctx = klog.NewContext(ctx, n.log)
 	err := n.bounded(ctx, "detach", func(ctx context.Context) error {
 		return n.net.detachSandbox(ctx, pod.GetUid(), netnsOf(pod))
@@ -243,7 +251,7 @@ func (n *nriPlugin) StopPodSandbox(ctx context.Context, pod *api.PodSandbox) err
 }
 
 // RemovePodSandbox detaches whatever StopPodSandbox could not.
-func (n *nriPlugin) RemovePodSandbox(ctx context.Context, pod *api.PodSandbox) error {
+func (n *NRIPlugin) RemovePodSandbox(ctx context.Context, pod *api.PodSandbox) error {
 	return n.StopPodSandbox(ctx, pod)
 }
 
