@@ -89,13 +89,13 @@ type Options struct {
 type Change int
 
 const (
-	// Attached: an attach of a pod made an attachment of the claim now, so what the pod
-	// got (the claim's status) changed. Told once per claim and attach, even when another
-	// device of the claim failed.
+	// Attached means an attach of a pod made an attachment of the claim now, so what
+	// the pod got (the claim's status) changed. Told once per claim and attach, even
+	// when another device of the claim failed.
 	Attached Change = iota + 1
-	// Ready: every device of the claim is attached into the pod, now or before (a plugin
-	// may have stopped between the attachment and what follows it). Told after Attached,
-	// and before the pod's attachment mark lets its containers start.
+	// Ready means every device of the claim is attached into the pod, now or before (a
+	// plugin may have stopped between the attachment and what follows it). Told after
+	// Attached, and before the pod's attachment mark lets its containers start.
 	Ready
 )
 
