@@ -62,10 +62,10 @@ SCHEDPERF_FILTER = $(if $(filter 1,$(SCHEDPERF_SMOKE)),smoke,performance)
 SCHEDPERF_PATCHED := _output/schedperf-patched
 
 # schedperf runs the benchmark: $(1) extra go test flags, $(2) the output directory,
-# $(3) the label filter.
+# $(3) the label filter, $(4) the scheduler it must have been built with.
 define schedperf
 @mkdir -p $(2)/logs
-set -o pipefail; cd test && ARTIFACTS=$(CURDIR)/$(2)/logs $(GO) test $(1) -tags schedperf -vet=off -count=1 \
+set -o pipefail; cd test && SCHEDPERF_SCHEDULER=$(4) ARTIFACTS=$(CURDIR)/$(2)/logs $(GO) test $(1) -tags schedperf -vet=off -count=1 \
   -run '^$$' -bench '^BenchmarkPerfScheduling$$' -benchtime=1x -timeout 60m ./scale/schedperf/ \
   -args -data-items-dir=$(CURDIR)/$(2) -perf-scheduling-label-filter=$(3) \
   | tee $(CURDIR)/$(2)/bench.txt
@@ -73,6 +73,6 @@ endef
 
 .PHONY: bench-schedperf
 bench-schedperf: cluster-build ## scheduler_perf's DRA throughput, ours against its reference driver's, upstream and patched scheduler: _output/bench/schedperf (SCHEDPERF_SMOKE=1: 50 nodes)
-	$(call schedperf,,$(SCHEDPERF_OUT),$(SCHEDPERF_FILTER))
+	$(call schedperf,,$(SCHEDPERF_OUT),$(SCHEDPERF_FILTER),upstream)
 	cd test && $(GO) run ./scale/cmd/rdma-dra-schedperf-patch -out $(CURDIR)/$(SCHEDPERF_PATCHED) > $(CURDIR)/$(SCHEDPERF_PATCHED).modfile
-	$(call schedperf,-modfile=$$(cat $(CURDIR)/$(SCHEDPERF_PATCHED).modfile),$(SCHEDPERF_OUT)/patched,$(SCHEDPERF_FILTER)$(comma)-alternative)
+	$(call schedperf,-modfile=$$(cat $(CURDIR)/$(SCHEDPERF_PATCHED).modfile),$(SCHEDPERF_OUT)/patched,$(SCHEDPERF_FILTER)$(comma)-alternative,patched)

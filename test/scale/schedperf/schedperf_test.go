@@ -8,10 +8,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime/debug"
+	"reflect"
 	"testing"
 
 	_ "k8s.io/component-base/logs/json/register"
+	draapi "k8s.io/dynamic-resource-allocation/api"
 	"k8s.io/dynamic-resource-allocation/structured"
 	perf "k8s.io/kubernetes/test/integration/scheduler_perf"
 
@@ -64,7 +65,13 @@ func BenchmarkPerfScheduling(b *testing.B) {
 		b.Log("no -data-items-dir: the ratios are not written")
 		return
 	}
-	r, err := WriteRatios(dir, schedulerName())
+	// The make target says which scheduler it built; a run that measured the other
+	// one must not write figures under the wrong name.
+	scheduler := schedulerName()
+	if want := os.Getenv("SCHEDPERF_SCHEDULER"); want != "" && want != scheduler {
+		b.Fatalf("SCHEDPERF_SCHEDULER=%s, but the benchmark was built with the %s scheduler", want, scheduler)
+	}
+	r, err := WriteRatios(dir, scheduler)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -72,18 +79,13 @@ func BenchmarkPerfScheduling(b *testing.B) {
 }
 
 // schedulerName is "patched" when the benchmark was built with the allocator of
-// upstreampatch (a replaced k8s.io/dynamic-resource-allocation, PatchedModfile), and
-// "upstream" otherwise: read from the binary's build information, not from a flag that
-// could disagree with it.
+// upstreampatch (the copy of k8s.io/dynamic-resource-allocation that PatchedModfile's
+// go.mod names), and "upstream" otherwise. A test binary carries no module information,
+// so it is read from the library itself: only the patched one's devices have prepared
+// CEL attributes.
 func schedulerName() string {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "upstream"
-	}
-	for _, m := range info.Deps {
-		if m.Path == "k8s.io/dynamic-resource-allocation" && m.Replace != nil {
-			return "patched"
-		}
+	if _, ok := reflect.TypeFor[draapi.Device]().FieldByName("CELAttributes"); ok {
+		return "patched"
 	}
 	return "upstream"
 }
