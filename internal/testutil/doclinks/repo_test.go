@@ -16,7 +16,7 @@ import (
 // repository, and a README or CONTRIBUTING.md that no longer says what the code does.
 
 // root is the repository's root, from this package's directory.
-const root = "../.."
+const root = "../../.."
 
 // skipDir reports whether a directory holds no file of the repository: git's own, and
 // build output (.gitignore's /_output/ and /test/_output/).
