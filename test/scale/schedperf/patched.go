@@ -24,8 +24,10 @@ const (
 
 // schedulerCachesPatch caches, in the scheduler's DRA allocator, what it otherwise
 // recomputes for every node and pod: the conversion of each ResourceSlice, the CEL
-// representation of each device's attributes, the index of the slices by node. A
-// unified diff relative to the module's root (patch -p1).
+// representation of each device's attributes, the index of the slices by node; and
+// it indexes the cluster's shared allocations by device once per pod, which the
+// allocator otherwise searches one by one for every device whose counters or
+// capacity it checks. A unified diff relative to the module's root (patch -p1).
 //
 //go:embed upstreampatch/dra-scheduler-caches.patch
 var schedulerCachesPatch []byte

@@ -37,18 +37,20 @@ func TestPatchedModfile(t *testing.T) {
 	}
 
 	// Markers of the patch in the copy.
-	for file, marker := range map[string]string{
-		"structured/internal/incubating/slicecache_incubating.go": "var lastSliceIndex sliceIndexCache",
-		"cel/compile.go": "func PrepareAttributes(",
-		"structured/internal/incubating/allocator_incubating.go": "lastSliceIndex.get(slices)",
+	for _, m := range []struct{ file, marker string }{
+		{"structured/internal/incubating/slicecache_incubating.go", "var lastSliceIndex sliceIndexCache"},
+		{"cel/compile.go", "func PrepareAttributes("},
+		{"structured/internal/incubating/allocator_incubating.go", "lastSliceIndex.get(slices)"},
+		{"structured/internal/incubating/allocatedstate_incubating.go", "func (a *Allocator) hasSharedAllocation("},
+		{"structured/internal/incubating/allocator_incubating.go", "if !alloc.isDeviceAllocated(deviceID) {"},
 	} {
-		data, err := os.ReadFile(filepath.Join(copyDir, file))
+		data, err := os.ReadFile(filepath.Join(copyDir, m.file))
 		if err != nil {
 			t.Errorf("patched copy: %v", err)
 			continue
 		}
-		if !bytes.Contains(data, []byte(marker)) {
-			t.Errorf("patched copy: %s lacks %q", file, marker)
+		if !bytes.Contains(data, []byte(m.marker)) {
+			t.Errorf("patched copy: %s lacks %q", m.file, m.marker)
 		}
 	}
 
