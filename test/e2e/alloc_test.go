@@ -160,10 +160,13 @@ func TestLegacyExtendedResource(t *testing.T) {
 	const device = "container-0-request-0=legacy-hca-shared-devices-a"
 
 	t.Log("one unit is every rail, for two pods")
+	// One after the other: a second pod tried while the first one's allocation is still
+	// in flight can be found unschedulable, and the scheduler does not retry it on the
+	// first claim's events (its claims come from extended resources, so it names none),
+	// only at its periodic retry of unschedulable pods, 5 minutes later
+	// (docs/migration.md, "One unit, before and after").
 	for _, name := range []string{"legacy-a", "legacy-b"} {
 		legacy(name)
-	}
-	for _, name := range []string{"legacy-a", "legacy-b"} {
 		assertSees(t, name, env.WaitReport(t, ns, name), want{ibdevs: ibRails})
 		assertAllocated(t, ns, name, device)
 	}
