@@ -157,20 +157,8 @@ func TestValidate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			n := smallNode()
 			tc.mutate(n)
-			err := n.Validate()
-			if len(tc.want) == 0 {
-				if err != nil {
-					t.Fatalf("Validate: %v", err)
-				}
+			if !checkValidate(t, n, tc.want) {
 				return
-			}
-			if err == nil {
-				t.Fatalf("Validate accepted the node, want %q", tc.want)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not mention %q", err, w)
-				}
 			}
 			// An invalid node is refused before anything is written.
 			dir := filepath.Join(t.TempDir(), "out")
@@ -252,4 +240,27 @@ func TestKernelRel(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkValidate checks that n.Validate accepts n when want is empty, and otherwise
+// refuses it with an error that mentions every entry of want. It reports whether n was
+// refused, as the entries of want said.
+func checkValidate(t *testing.T, n *Node, want []string) bool {
+	t.Helper()
+	err := n.Validate()
+	if len(want) == 0 {
+		if err != nil {
+			t.Fatalf("Validate: %v", err)
+		}
+		return false
+	}
+	if err == nil {
+		t.Fatalf("Validate accepted the node, want %q", want)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not mention %q", err, w)
+		}
+	}
+	return true
 }
