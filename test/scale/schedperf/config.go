@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -408,6 +409,18 @@ func config(up upstreamFiles, ours ourFiles) []testCase {
 // WorkloadName is the name of the workload of side at fill on nodes nodes.
 func WorkloadName(side, fill string, nodes int) string {
 	return fmt.Sprintf("%s_%s_%dnodes", side, fill, nodes)
+}
+
+// ParseWorkloadName is the inverse of WorkloadName.
+func ParseWorkloadName(name string) (side, fill string, nodes int, err error) {
+	side, rest, ok1 := strings.Cut(name, "_")
+	fill, n, ok2 := strings.Cut(rest, "_")
+	digits, ok3 := strings.CutSuffix(n, "nodes")
+	nodes, err = strconv.Atoi(digits)
+	if !ok1 || !ok2 || !ok3 || err != nil || side == "" || fill == "" {
+		return "", "", 0, fmt.Errorf("workload %q is not <side>_<fill>_<N>nodes", name)
+	}
+	return side, fill, nodes, nil
 }
 
 // params are the workload parameters of side s at size sz and fill f; ports is the

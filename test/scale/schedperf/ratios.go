@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 )
 
@@ -84,11 +83,9 @@ func ComputeRatios(data []byte, scheduler string) (*Ratios, error) {
 			continue
 		}
 		name = strings.TrimSuffix(name, "/test")
-		side, rest, ok1 := strings.Cut(name, "_")
-		fill, nodes, ok2 := strings.Cut(rest, "_")
-		n, err := strconv.Atoi(strings.TrimSuffix(nodes, "nodes"))
-		if !ok1 || !ok2 || err != nil || !strings.HasSuffix(nodes, "nodes") {
-			return nil, fmt.Errorf("scheduler_perf's results: workload %q is not <side>_<fill>_<N>nodes", name)
+		side, fill, n, err := ParseWorkloadName(name)
+		if err != nil {
+			return nil, fmt.Errorf("scheduler_perf's results: %w", err)
 		}
 		if attempt {
 			if p50, ok := it.Data["Perc50"]; ok {

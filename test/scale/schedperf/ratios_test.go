@@ -141,3 +141,22 @@ func TestWriteRatios(t *testing.T) {
 		t.Errorf("an empty directory: error %v", err)
 	}
 }
+
+func TestParseWorkloadName(t *testing.T) {
+	for _, s := range sides() {
+		for _, sz := range sizes {
+			for _, f := range sz.fills {
+				name := WorkloadName(s.name, f.name, sz.nodes)
+				side, fill, nodes, err := ParseWorkloadName(name)
+				if err != nil || side != s.name || fill != f.name || nodes != sz.nodes {
+					t.Errorf("ParseWorkloadName(%q) = %q, %q, %d, %v", name, side, fill, nodes, err)
+				}
+			}
+		}
+	}
+	for _, bad := range []string{"share", "share_half", "share_half_50", "share_half_xnodes", "_half_50nodes", "share__50nodes"} {
+		if _, _, _, err := ParseWorkloadName(bad); err == nil {
+			t.Errorf("ParseWorkloadName(%q) accepted", bad)
+		}
+	}
+}
