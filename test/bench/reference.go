@@ -1,7 +1,7 @@
 package bench
 
 import (
-	"github.com/rdma-dra/rdma-dra-driver/test/bench/controlplane"
+	"github.com/rdma-dra/rdma-dra-driver/test/cluster/controlplane"
 
 	"bufio"
 	"context"

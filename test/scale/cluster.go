@@ -16,7 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/rdma-dra/rdma-dra-driver/test/bench"
-	"github.com/rdma-dra/rdma-dra-driver/test/bench/controlplane"
+	"github.com/rdma-dra/rdma-dra-driver/test/cluster/controlplane"
 )
 
 // Namespaces of the measured pods and of the pods that fill the cluster.

@@ -15,7 +15,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/rdma-dra/rdma-dra-driver/test/bench/controlplane"
+	"github.com/rdma-dra/rdma-dra-driver/test/cluster/controlplane"
 	"github.com/rdma-dra/rdma-dra-driver/test/scale"
 )
 

@@ -12,7 +12,7 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"github.com/rdma-dra/rdma-dra-driver/test/bench/controlplane"
+	"github.com/rdma-dra/rdma-dra-driver/test/cluster/controlplane"
 )
 
 // The module which upstreampatch/dra-scheduler-caches.patch changes, and the version

@@ -11,7 +11,7 @@ import (
 
 	"k8s.io/klog/v2/ktesting"
 
-	"github.com/rdma-dra/rdma-dra-driver/test/bench/controlplane"
+	"github.com/rdma-dra/rdma-dra-driver/test/cluster/controlplane"
 )
 
 func TestPatchedModfile(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 	perf "k8s.io/kubernetes/test/integration/scheduler_perf"
 
-	"github.com/rdma-dra/rdma-dra-driver/test/bench/controlplane"
+	"github.com/rdma-dra/rdma-dra-driver/test/cluster/controlplane"
 )
 
 // TestMain registers scheduler_perf's flags (-perf-scheduling-label-filter,
