@@ -86,7 +86,7 @@ func startCluster(ctx context.Context, o Options, n int, work, logs string) (_ *
 	// lifecycle controller lifts the not-ready taint the API server puts on new nodes
 	// once kwok reports them Ready.
 	lease := leaseDuration(n)
-	if c.kcm, err = c.cp.StartControllerManager(ctx, logs, "resourceclaim-controller,node-lifecycle-controller", limits,
+	if c.kcm, err = c.cp.StartControllerManager(ctx, logs, []string{"resourceclaim-controller", "node-lifecycle-controller"}, limits,
 		"--node-monitor-grace-period="+max(lease, defaultNodeMonitorGracePeriod).String()); err != nil {
 		return nil, err
 	}

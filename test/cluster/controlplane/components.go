@@ -30,12 +30,7 @@ func (c *Component) HTTPClient(timeout time.Duration) *http.Client {
 
 // openPaths are the component paths served without authorization: health, metrics and
 // the CPU profile, read by the harness without a client certificate.
-const openPaths = "/healthz,/readyz,/livez,/metrics,/debug/pprof/profile"
-
-// ClientLimits are the client-side rate limits of a component towards the API server.
-type ClientLimits struct {
-	QPS, Burst int
-}
+var openPaths = []string{"/healthz", "/readyz", "/livez", "/metrics", "/debug/pprof/profile"}
 
 // SchedulerConfig is what the harnesses set in kube-scheduler's configuration; the rest
 // is its default profile (the plugins and scoring a cluster runs by default).
@@ -55,14 +50,14 @@ func (cp *ControlPlane) StartScheduler(ctx context.Context, dir, logDir string, 
 		return nil, fmt.Errorf("create scheduler directory: %w", err)
 	}
 	config := filepath.Join(dir, "kube-scheduler.yaml")
+	// Leader election is off through SchedulerArgs' --leader-elect, which the scheduler
+	// applies over its configuration file.
 	text := fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 clientConnection:
   kubeconfig: %q
   qps: %d
   burst: %d
-leaderElection:
-  leaderElect: false
 `, cp.Kubeconfig, cfg.Limits.QPS, cfg.Limits.Burst)
 	if cfg.PercentageOfNodesToScore > 0 {
 		text += fmt.Sprintf("percentageOfNodesToScore: %d\n", cfg.PercentageOfNodesToScore)
@@ -70,34 +65,43 @@ leaderElection:
 	if err := os.WriteFile(config, []byte(text), 0o644); err != nil {
 		return nil, fmt.Errorf("write scheduler configuration: %w", err)
 	}
-	return cp.startComponent(ctx, "kube-scheduler", cp.bins.Scheduler, logDir,
-		"--config="+config)
-}
-
-// StartControllerManager starts kube-controller-manager with only the given controllers
-// (a comma-separated --controllers value), without leader election.
-func (cp *ControlPlane) StartControllerManager(ctx context.Context, logDir, controllers string, limits ClientLimits, extra ...string) (*Component, error) {
-	return cp.startComponent(ctx, "kube-controller-manager", cp.bins.ControllerManager, logDir, append([]string{
-		"--kubeconfig=" + cp.Kubeconfig, "--leader-elect=false", "--controllers=" + controllers,
-		"--kube-api-qps=" + strconv.Itoa(limits.QPS), "--kube-api-burst=" + strconv.Itoa(limits.Burst)}, extra...)...)
-}
-
-// startComponent starts a component with the serving and delegated-auth flags both
-// components share, and waits until it is healthy.
-func (cp *ControlPlane) startComponent(ctx context.Context, name, bin, logDir string, args ...string) (_ *Component, err error) {
-	ports, err := FreePorts(1)
+	spec, err := cp.componentSpec()
 	if err != nil {
 		return nil, err
 	}
-	args = append(args, "--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(ports[0]),
-		"--authentication-kubeconfig="+cp.Kubeconfig, "--authorization-kubeconfig="+cp.Kubeconfig,
-		"--authorization-always-allow-paths="+openPaths, "--feature-gates="+FeatureGates)
+	return cp.startComponent(ctx, "kube-scheduler", cp.bins.Scheduler, logDir, spec.SecurePort,
+		SchedulerArgs(SchedulerSpec{ComponentSpec: spec, ConfigFile: config}))
+}
+
+// StartControllerManager starts kube-controller-manager with only the given controllers,
+// without leader election; extra flags follow the shared ones.
+func (cp *ControlPlane) StartControllerManager(ctx context.Context, logDir string, controllers []string, limits ClientLimits, extra ...string) (*Component, error) {
+	spec, err := cp.componentSpec()
+	if err != nil {
+		return nil, err
+	}
+	args := ControllerManagerArgs(ControllerManagerSpec{ComponentSpec: spec, Controllers: controllers, Limits: limits})
+	return cp.startComponent(ctx, "kube-controller-manager", cp.bins.ControllerManager, logDir, spec.SecurePort, append(args, extra...))
+}
+
+// componentSpec is how the harness runs a scheduler or controller manager: the admin's
+// kubeconfig, a free loopback port, the open paths and the harness's feature gates.
+func (cp *ControlPlane) componentSpec() (ComponentSpec, error) {
+	ports, err := FreePorts(1)
+	if err != nil {
+		return ComponentSpec{}, err
+	}
+	return ComponentSpec{Kubeconfig: cp.Kubeconfig, SecurePort: ports[0], AlwaysAllowPaths: openPaths, FeatureGates: FeatureGates}, nil
+}
+
+// startComponent starts a component serving on port and waits until it is healthy.
+func (cp *ControlPlane) startComponent(ctx context.Context, name, bin, logDir string, port int, args []string) (_ *Component, err error) {
 	p, err := StartProcess(ctx, name, filepath.Join(logDir, name+".log"), bin, args...)
 	if err != nil {
 		return nil, err
 	}
 	cp.procs = append(cp.procs, p)
-	c := &Component{Process: p, URL: "https://127.0.0.1:" + strconv.Itoa(ports[0])}
+	c := &Component{Process: p, URL: "https://127.0.0.1:" + strconv.Itoa(port)}
 	if err := WaitHTTP(ctx, p, c.HTTPClient(3*time.Second), c.URL+"/healthz", 120*time.Second); err != nil {
 		return nil, err
 	}

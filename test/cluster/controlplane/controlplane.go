@@ -1,6 +1,3 @@
-// Package controlplane runs the Kubernetes control-plane programs of the local cluster's
-// binary cache (etcd, kube-apiserver, kube-scheduler, kube-controller-manager) as plain
-// processes on loopback ports, for the benchmark and scale harnesses.
 package controlplane
 
 import (
@@ -100,10 +97,7 @@ func Start(ctx context.Context, bins Binaries, dir, logDir string) (_ *ControlPl
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(ports[0])
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(ports[1])
 	etcd, err := StartProcess(ctx, "etcd", filepath.Join(logDir, "etcd.log"), bins.Etcd,
-		"--name=bench", "--data-dir="+filepath.Join(dir, "etcd"),
-		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
-		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
-		"--initial-cluster=bench="+peerURL, "--listen-metrics-urls=", "--log-level=warn")
+		EtcdArgs(EtcdSpec{Name: "bench", DataDir: filepath.Join(dir, "etcd"), ClientURL: etcdURL, PeerURL: peerURL})...)
 	if err != nil {
 		return nil, err
 	}
@@ -111,18 +105,14 @@ func Start(ctx context.Context, bins Binaries, dir, logDir string) (_ *ControlPl
 	if err := WaitHTTP(ctx, etcd, &http.Client{Timeout: 2 * time.Second}, etcdURL+"/health", 60*time.Second); err != nil {
 		return nil, err
 	}
-	p := func(name string) string { return filepath.Join(pkiDir, name) }
 	apiURL := "https://127.0.0.1:" + strconv.Itoa(ports[2])
-	api, err := StartProcess(ctx, "kube-apiserver", filepath.Join(logDir, "kube-apiserver.log"), bins.APIServer,
-		"--etcd-servers="+etcdURL, "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+	apiArgs := append(APIServerArgs(APIServerSpec{
+		EtcdURL: etcdURL, BindAddress: "127.0.0.1", AdvertiseAddress: "127.0.0.1", SecurePort: ports[2],
+		PKIDir: pkiDir, FeatureGates: FeatureGates,
+	}),
 		// A loopback advertise address needs the kubernetes service endpoints left alone.
-		"--endpoint-reconciler-type=none",
-		"--secure-port="+strconv.Itoa(ports[2]),
-		"--client-ca-file="+p("ca.crt"), "--tls-cert-file="+p("apiserver.crt"), "--tls-private-key-file="+p("apiserver.key"),
-		"--authorization-mode=Node,RBAC",
-		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file="+p("sa.pub"), "--service-account-signing-key-file="+p("sa.key"),
-		"--service-cluster-ip-range=10.96.0.0/16", "--feature-gates="+FeatureGates, "--profiling=false")
+		"--endpoint-reconciler-type=none")
+	api, err := StartProcess(ctx, "kube-apiserver", filepath.Join(logDir, "kube-apiserver.log"), bins.APIServer, apiArgs...)
 	if err != nil {
 		return nil, err
 	}
