@@ -2,7 +2,6 @@ package controlplane
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
@@ -22,10 +21,7 @@ type Component struct {
 
 // HTTPClient reaches a component: its serving certificate is self-signed.
 func (c *Component) HTTPClient(timeout time.Duration) *http.Client {
-	return &http.Client{Timeout: timeout, Transport: &http.Transport{
-		// A loopback test component with a self-signed certificate.
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
-	}}
+	return SelfSignedClient(timeout)
 }
 
 // openPaths are the component paths served without authorization: health, metrics and
@@ -102,7 +98,7 @@ func (cp *ControlPlane) startComponent(ctx context.Context, name, bin, logDir st
 	}
 	cp.procs = append(cp.procs, p)
 	c := &Component{Process: p, URL: "https://127.0.0.1:" + strconv.Itoa(port)}
-	if err := WaitHTTP(ctx, p, c.HTTPClient(3*time.Second), c.URL+"/healthz", 120*time.Second); err != nil {
+	if err := p.waitReady(ctx, 120*time.Second, HTTPCheck(c.HTTPClient(3*time.Second), c.URL+"/healthz", "")); err != nil {
 		return nil, err
 	}
 	return c, nil

@@ -102,7 +102,7 @@ func Start(ctx context.Context, bins Binaries, dir, logDir string) (_ *ControlPl
 		return nil, err
 	}
 	cp.procs = append(cp.procs, etcd)
-	if err := WaitHTTP(ctx, etcd, &http.Client{Timeout: 2 * time.Second}, etcdURL+"/health", 60*time.Second); err != nil {
+	if err := etcd.waitReady(ctx, 60*time.Second, HTTPCheck(&http.Client{Timeout: 2 * time.Second}, etcdURL+"/health", "")); err != nil {
 		return nil, err
 	}
 	apiURL := "https://127.0.0.1:" + strconv.Itoa(ports[2])
@@ -135,7 +135,7 @@ func Start(ctx context.Context, bins Binaries, dir, logDir string) (_ *ControlPl
 		return nil, fmt.Errorf("admin TLS config: %w", err)
 	}
 	admin := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsCfg}}
-	if err := WaitHTTP(ctx, api, admin, apiURL+"/readyz", 120*time.Second); err != nil {
+	if err := api.waitReady(ctx, 120*time.Second, HTTPCheck(admin, apiURL+"/readyz", "")); err != nil {
 		return nil, err
 	}
 	logger.Info("Control plane is ready", "apiServer", apiURL, "etcd", etcdURL)

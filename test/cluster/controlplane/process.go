@@ -2,10 +2,7 @@ package controlplane
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -87,33 +84,12 @@ func (p *Process) Stop(ctx context.Context, grace time.Duration) {
 	}
 }
 
-// WaitHTTP polls url until it answers 200, the process exits or timeout passes.
-func WaitHTTP(ctx context.Context, p *Process, c *http.Client, url string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	var last error
-	for time.Now().Before(deadline) {
-		if p.Exited() {
-			return fmt.Errorf("%s exited: %v", p.name, p.err)
-		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := c.Do(req)
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			err = errors.New(resp.Status)
-		}
-		last = err
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
+// waitReady waits until check passes while p runs; when p ends first, the error also
+// says how it ended.
+func (p *Process) waitReady(ctx context.Context, timeout time.Duration, check Check) error {
+	err := WaitFor(ctx, p.name, timeout, func() bool { return !p.Exited() }, check)
+	if err != nil && p.Exited() {
+		return fmt.Errorf("%w (%s)", err, p.cmd.ProcessState)
 	}
-	return fmt.Errorf("%s not ready after %s: %w", p.name, timeout, last)
+	return err
 }
