@@ -9,10 +9,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/rdma-dra/rdma-dra-driver/test/cluster/bincache"
+	"github.com/rdma-dra/rdma-dra-driver/test/cluster/controlplane"
 	"github.com/rdma-dra/rdma-dra-driver/test/cluster/host"
 )
 
@@ -72,23 +74,15 @@ func (in componentInputs) kube(bin string, flags ...string) []string {
 	return append([]string{in.bins.Kubernetes.Path(bin), fmt.Sprintf("--v=%d", in.o.Verbosity)}, flags...)
 }
 
-// gates is --feature-gates for the components that take them as a flag; the kubelet and
-// kube-proxy have them in their configuration files.
-func (in componentInputs) gates() []string {
-	if in.o.FeatureGates == "" {
-		return nil
-	}
-	return []string{"--feature-gates=" + in.o.FeatureGates}
-}
+// The control-plane programs' command lines are controlplane's, shared with the
+// benchmark and scale harnesses; what follows them here is the local cluster's own.
 
 func (in componentInputs) etcd(p probes) component {
 	return component{
 		name: "etcd",
-		argv: []string{in.bins.Etcd.Path("etcd"), "--name=rdma-dra-local", "--data-dir=" + in.l.EtcdData(),
-			"--listen-client-urls=" + EtcdClientURL, "--advertise-client-urls=" + EtcdClientURL,
-			"--listen-peer-urls=" + etcdPeerURL, "--initial-advertise-peer-urls=" + etcdPeerURL,
-			"--initial-cluster=rdma-dra-local=" + etcdPeerURL, "--listen-metrics-urls=",
-			"--quota-backend-bytes=2147483648", "--log-level=warn"},
+		argv: slices.Concat([]string{in.bins.Etcd.Path("etcd")}, controlplane.EtcdArgs(controlplane.EtcdSpec{
+			Name: "rdma-dra-local", DataDir: in.l.EtcdData(), ClientURL: EtcdClientURL, PeerURL: etcdPeerURL,
+		}), []string{"--quota-backend-bytes=2147483648"}),
 		ready: httpOK(p.plain, EtcdClientURL+"/health", `"health":"true"`),
 		grace: 10 * time.Second,
 	}
@@ -98,57 +92,59 @@ func (in componentInputs) apiServer(p probes) component {
 	l := in.l
 	return component{
 		name: "kube-apiserver",
-		argv: append(in.kube("kube-apiserver",
-			"--advertise-address="+in.f.NodeIP.String(), "--bind-address=0.0.0.0", fmt.Sprintf("--secure-port=%d", APIServerPort),
-			"--etcd-servers="+EtcdClientURL,
-			"--client-ca-file="+l.pkiFile("ca.crt"),
-			"--tls-cert-file="+l.pkiFile("apiserver.crt"), "--tls-private-key-file="+l.pkiFile("apiserver.key"),
-			"--kubelet-client-certificate="+l.pkiFile("apiserver-kubelet-client.crt"),
-			"--kubelet-client-key="+l.pkiFile("apiserver-kubelet-client.key"),
-			"--kubelet-certificate-authority="+l.pkiFile("ca.crt"),
+		argv: slices.Concat(in.kube("kube-apiserver"), controlplane.APIServerArgs(controlplane.APIServerSpec{
+			EtcdURL: EtcdClientURL, BindAddress: "0.0.0.0", AdvertiseAddress: in.f.NodeIP.String(), SecurePort: APIServerPort,
+			PKIDir: l.PKI(), FeatureGates: in.o.FeatureGates,
+		}), []string{
+			// The kubelet serves logs, exec and port-forward; the API server calls it with a
+			// client certificate and checks its serving certificate.
+			"--kubelet-client-certificate=" + l.pkiFile("apiserver-kubelet-client.crt"),
+			"--kubelet-client-key=" + l.pkiFile("apiserver-kubelet-client.key"),
+			"--kubelet-certificate-authority=" + l.pkiFile("ca.crt"),
 			"--kubelet-preferred-address-types=InternalIP,Hostname",
-			"--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
-			"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-			"--service-account-key-file="+l.pkiFile("sa.pub"),
-			"--service-account-signing-key-file="+l.pkiFile("sa.key"),
-			"--service-cluster-ip-range="+ServiceCIDR, "--allow-privileged=true",
-			"--runtime-config="+in.o.RuntimeConfig, "--profiling=false",
-		), in.gates()...),
+			"--enable-admission-plugins=NodeRestriction",
+			"--allow-privileged=true",
+			"--runtime-config=" + in.o.RuntimeConfig,
+		}),
 		ready: httpOK(p.admin, l.APIServerURL()+"/readyz", "ok"),
 		grace: 15 * time.Second,
 	}
 }
 
 func (in componentInputs) controllerManager(p probes) component {
-	l, kc := in.l, in.l.componentKubeconfig("kube-controller-manager")
+	l := in.l
 	return component{
 		name: "kube-controller-manager",
-		argv: append(in.kube("kube-controller-manager",
-			"--kubeconfig="+kc, "--authentication-kubeconfig="+kc, "--authorization-kubeconfig="+kc,
-			"--bind-address=127.0.0.1", "--leader-elect=false",
-			"--controllers=*,bootstrapsigner,tokencleaner",
-			"--root-ca-file="+l.pkiFile("ca.crt"),
-			"--service-account-private-key-file="+l.pkiFile("sa.key"),
+		argv: slices.Concat(in.kube("kube-controller-manager"), controlplane.ControllerManagerArgs(controlplane.ControllerManagerSpec{
+			ComponentSpec: in.componentSpec("kube-controller-manager"),
+			Controllers:   []string{"*", "bootstrapsigner", "tokencleaner"},
+		}), []string{
+			"--root-ca-file=" + l.pkiFile("ca.crt"),
+			"--service-account-private-key-file=" + l.pkiFile("sa.key"),
 			"--use-service-account-credentials=true",
-			"--cluster-signing-cert-file="+l.pkiFile("ca.crt"), "--cluster-signing-key-file="+l.pkiFile("ca.key"),
-			"--service-cluster-ip-range="+ServiceCIDR, "--cluster-cidr="+ClusterCIDR, "--allocate-node-cidrs=false",
-		), in.gates()...),
+			"--cluster-signing-cert-file=" + l.pkiFile("ca.crt"), "--cluster-signing-key-file=" + l.pkiFile("ca.key"),
+			"--service-cluster-ip-range=" + ServiceCIDR, "--cluster-cidr=" + ClusterCIDR, "--allocate-node-cidrs=false",
+		}),
 		ready: httpOK(p.insecure, "https://127.0.0.1:10257/healthz", "ok"),
 		grace: 10 * time.Second,
 	}
 }
 
 func (in componentInputs) scheduler(p probes) component {
-	kc := in.l.componentKubeconfig("kube-scheduler")
 	return component{
 		name: "kube-scheduler",
-		argv: append(in.kube("kube-scheduler",
-			"--kubeconfig="+kc, "--authentication-kubeconfig="+kc, "--authorization-kubeconfig="+kc,
-			"--bind-address=127.0.0.1", "--leader-elect=false",
-		), in.gates()...),
+		argv: append(in.kube("kube-scheduler"), controlplane.SchedulerArgs(controlplane.SchedulerSpec{
+			ComponentSpec: in.componentSpec("kube-scheduler"),
+		})...),
 		ready: httpOK(p.insecure, "https://127.0.0.1:10259/healthz", "ok"),
 		grace: 10 * time.Second,
 	}
+}
+
+// componentSpec is how the scheduler and the controller manager run here: with their own
+// kubeconfig on their default ports, with the cluster's feature gates.
+func (in componentInputs) componentSpec(name string) controlplane.ComponentSpec {
+	return controlplane.ComponentSpec{Kubeconfig: in.l.componentKubeconfig(name), FeatureGates: in.o.FeatureGates}
 }
 
 func (in componentInputs) containerd() component {

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+
+	"github.com/rdma-dra/rdma-dra-driver/test/cluster/controlplane"
 )
 
 // Fixed addresses and names of the cluster.
@@ -22,7 +24,8 @@ const (
 	etcdPeerURL   = "http://127.0.0.1:12380"
 	APIServerPort = 6443
 
-	ServiceCIDR = "10.96.0.0/16"
+	// ServiceCIDR is the control plane's service range, the same for every launcher.
+	ServiceCIDR = controlplane.ServiceCIDR
 	ClusterCIDR = "10.244.0.0/16"
 	// PodSubnet is the part of ClusterCIDR the node's bridge hands out.
 	PodSubnet  = "10.244.0.0/24"
