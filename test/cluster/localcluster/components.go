@@ -5,12 +5,10 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/rdma-dra/rdma-dra-driver/test/cluster/bincache"
@@ -23,7 +21,7 @@ type component struct {
 	name  string
 	argv  []string
 	env   []string
-	ready func(ctx context.Context) error
+	ready controlplane.Check
 	// grace is how long it gets to stop after SIGTERM.
 	grace time.Duration
 }
@@ -36,7 +34,7 @@ func components(l Layout, f *host.Facts, bins *bincache.Cache, o Options) ([]com
 	}
 	return componentInputs{l: l, f: f, bins: bins, o: o}.components(probes{
 		admin:    admin,
-		insecure: &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}, //nolint:gosec // self-signed health endpoints on loopback
+		insecure: controlplane.SelfSignedClient(3 * time.Second),
 		plain:    &http.Client{Timeout: 3 * time.Second},
 	}), nil
 }
@@ -83,7 +81,7 @@ func (in componentInputs) etcd(p probes) component {
 		argv: slices.Concat([]string{in.bins.Etcd.Path("etcd")}, controlplane.EtcdArgs(controlplane.EtcdSpec{
 			Name: "rdma-dra-local", DataDir: in.l.EtcdData(), ClientURL: EtcdClientURL, PeerURL: etcdPeerURL,
 		}), []string{"--quota-backend-bytes=2147483648"}),
-		ready: httpOK(p.plain, EtcdClientURL+"/health", `"health":"true"`),
+		ready: controlplane.HTTPCheck(p.plain, EtcdClientURL+"/health", `"health":"true"`),
 		grace: 10 * time.Second,
 	}
 }
@@ -106,7 +104,7 @@ func (in componentInputs) apiServer(p probes) component {
 			"--allow-privileged=true",
 			"--runtime-config=" + in.o.RuntimeConfig,
 		}),
-		ready: httpOK(p.admin, l.APIServerURL()+"/readyz", "ok"),
+		ready: controlplane.HTTPCheck(p.admin, l.APIServerURL()+"/readyz", "ok"),
 		grace: 15 * time.Second,
 	}
 }
@@ -125,7 +123,7 @@ func (in componentInputs) controllerManager(p probes) component {
 			"--cluster-signing-cert-file=" + l.pkiFile("ca.crt"), "--cluster-signing-key-file=" + l.pkiFile("ca.key"),
 			"--service-cluster-ip-range=" + ServiceCIDR, "--cluster-cidr=" + ClusterCIDR, "--allocate-node-cidrs=false",
 		}),
-		ready: httpOK(p.insecure, "https://127.0.0.1:10257/healthz", "ok"),
+		ready: controlplane.HTTPCheck(p.insecure, "https://127.0.0.1:10257/healthz", "ok"),
 		grace: 10 * time.Second,
 	}
 }
@@ -136,7 +134,7 @@ func (in componentInputs) scheduler(p probes) component {
 		argv: append(in.kube("kube-scheduler"), controlplane.SchedulerArgs(controlplane.SchedulerSpec{
 			ComponentSpec: in.componentSpec("kube-scheduler"),
 		})...),
-		ready: httpOK(p.insecure, "https://127.0.0.1:10259/healthz", "ok"),
+		ready: controlplane.HTTPCheck(p.insecure, "https://127.0.0.1:10259/healthz", "ok"),
 		grace: 10 * time.Second,
 	}
 }
@@ -168,7 +166,7 @@ func (in componentInputs) kubelet(p probes) component {
 			"--cert-dir="+filepath.Join(l.KubeletRoot(), "pki"),
 			"--hostname-override="+in.f.NodeName, "--node-ip="+in.f.NodeIP.String(),
 		),
-		ready: httpOK(p.plain, "http://127.0.0.1:10248/healthz", "ok"),
+		ready: controlplane.HTTPCheck(p.plain, "http://127.0.0.1:10248/healthz", "ok"),
 		grace: 15 * time.Second,
 	}
 }
@@ -177,7 +175,7 @@ func (in componentInputs) kubeProxy(p probes) component {
 	return component{
 		name:  "kube-proxy",
 		argv:  in.kube("kube-proxy", "--config="+in.l.kubeProxyConfigFile()),
-		ready: httpOK(p.plain, "http://127.0.0.1:10256/livez", ""),
+		ready: controlplane.HTTPCheck(p.plain, "http://127.0.0.1:10256/livez", ""),
 		grace: 10 * time.Second,
 	}
 }
@@ -199,53 +197,9 @@ func adminClient(l Layout) (*http.Client, error) {
 	}}, nil
 }
 
-// httpOK checks that url answers 200 and, if want is set, that the body contains it.
-func httpOK(c *http.Client, url, want string) func(context.Context) error {
-	return func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := c.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
-			return fmt.Errorf("GET %s: %s: %.200s", url, resp.Status, body)
-		}
-		return nil
-	}
-}
-
-func ctrReady(l Layout, bins *bincache.Cache) func(context.Context) error {
+func ctrReady(l Layout, bins *bincache.Cache) controlplane.Check {
 	return func(ctx context.Context) error {
 		_, err := ctr(ctx, l, bins, "version")
 		return err
-	}
-}
-
-// waitFor polls check every half second until it succeeds, the process dies or the timeout
-// passes.
-func waitFor(ctx context.Context, what string, timeout time.Duration, alive func() bool, check func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var last error
-	for {
-		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
-		last = check(cctx)
-		ccancel()
-		if last == nil {
-			return nil
-		}
-		if alive != nil && !alive() {
-			return fmt.Errorf("%s exited: %w", what, last)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s not ready after %s: %w", what, timeout, last)
-		case <-time.After(500 * time.Millisecond):
-		}
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/rdma-dra/rdma-dra-driver/test/cluster/controlplane"
 )
 
 // SmokeResource is the extended resource of the smoke test's device plugin.
@@ -120,7 +122,7 @@ func (c *Cluster) smokeCDIPod(ctx context.Context) error {
 		return err
 	}
 	jp := fmt.Sprintf("jsonpath={.status.allocatable.%s}", strings.NewReplacer(".", `\.`, "/", `\/`).Replace(SmokeResource))
-	if err := waitFor(ctx, "smoke device on the node", time.Minute, nil, func(ctx context.Context) error {
+	if err := controlplane.WaitFor(ctx, "smoke device on the node", time.Minute, nil, func(ctx context.Context) error {
 		out, err := c.kubectl(ctx, "get", "node", node, "-o", jp)
 		if err == nil && strings.TrimSpace(out) != "1" {
 			err = errors.New("allocatable " + SmokeResource + " = " + out)

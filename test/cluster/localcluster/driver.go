@@ -16,6 +16,7 @@ import (
 
 	"github.com/rdma-dra/rdma-dra-driver/pkg/mocknode/mocknet"
 	"github.com/rdma-dra/rdma-dra-driver/pkg/nodeconfig"
+	"github.com/rdma-dra/rdma-dra-driver/test/cluster/controlplane"
 	"github.com/rdma-dra/rdma-dra-driver/test/cluster/mockgpu"
 )
 
@@ -206,7 +207,7 @@ func (c *Cluster) WaitDriverReady(ctx context.Context, timeout time.Duration) er
 	if err != nil {
 		return err
 	}
-	return waitFor(ctx, "ResourceSlices of node "+node, timeout, nil, func(ctx context.Context) error {
+	return controlplane.WaitFor(ctx, "ResourceSlices of node "+node, timeout, nil, func(ctx context.Context) error {
 		out, err := c.kubectl(ctx, "get", "resourceslices", "-o", "name",
 			"--field-selector", "spec.nodeName="+node+",spec.driver="+DriverName)
 		if err != nil {
@@ -304,7 +305,7 @@ func (c *Cluster) RestartComponent(ctx context.Context, name string) error {
 	}
 	c.Log.Info("restarted", "component", name, "oldPid", r.Pid, "pid", nr.Pid)
 	if name == "kubelet" {
-		return waitFor(ctx, "kubelet healthz", 2*time.Minute, nr.alive, httpOK(&http.Client{Timeout: 3 * time.Second}, "http://127.0.0.1:10248/healthz", "ok"))
+		return controlplane.WaitFor(ctx, "kubelet healthz", 2*time.Minute, nr.alive, controlplane.HTTPCheck(&http.Client{Timeout: 3 * time.Second}, "http://127.0.0.1:10248/healthz", "ok"))
 	}
 	return nil
 }

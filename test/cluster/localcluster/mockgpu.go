@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/rdma-dra/rdma-dra-driver/test/cluster/controlplane"
 	"github.com/rdma-dra/rdma-dra-driver/test/cluster/mockgpu"
 	"github.com/rdma-dra/rdma-dra-driver/test/cluster/ociimage"
 )
@@ -209,7 +210,7 @@ func (c *Cluster) InstallMockGPU(ctx context.Context, sysRoot string, timeout ti
 	if err != nil {
 		return err
 	}
-	err = waitFor(ctx, "mock GPU ResourceSlice of node "+node, timeout, nil, func(ctx context.Context) error {
+	err = controlplane.WaitFor(ctx, "mock GPU ResourceSlice of node "+node, timeout, nil, func(ctx context.Context) error {
 		out, err := c.kubectl(ctx, "get", "resourceslices", "-o", "name",
 			"--field-selector", "spec.nodeName="+node+",spec.driver="+mockgpu.DriverName)
 		if err == nil && strings.TrimSpace(out) == "" {

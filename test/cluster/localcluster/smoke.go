@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rdma-dra/rdma-dra-driver/test/cluster/controlplane"
 )
 
 // smokePod runs the toolbox image to completion and reads the API server's /version through
@@ -77,7 +79,7 @@ func (c *Cluster) Smoke(ctx context.Context) error {
 // waitPodSucceeded waits until the pod has finished and fails fast when it failed.
 func (c *Cluster) waitPodSucceeded(ctx context.Context, name string, timeout time.Duration) error {
 	var phase string
-	err := waitFor(ctx, "pod "+name, timeout, nil, func(ctx context.Context) error {
+	err := controlplane.WaitFor(ctx, "pod "+name, timeout, nil, func(ctx context.Context) error {
 		out, err := c.kubectl(ctx, "get", "pod", name, "-o", "jsonpath={.status.phase}")
 		if err != nil {
 			return err

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rdma-dra/rdma-dra-driver/test/cluster/bincache"
+	"github.com/rdma-dra/rdma-dra-driver/test/cluster/controlplane"
 	"github.com/rdma-dra/rdma-dra-driver/test/cluster/host"
 )
 
@@ -196,7 +197,7 @@ func (c *Cluster) startComponent(ctx context.Context, comp component) error {
 	if err != nil {
 		return err
 	}
-	if err := waitFor(ctx, comp.name, 3*time.Minute, r.alive, comp.ready); err != nil {
+	if err := controlplane.WaitFor(ctx, comp.name, 3*time.Minute, r.alive, comp.ready); err != nil {
 		return fmt.Errorf("%w (log: %s)", err, c.Layout.LogFile(comp.name))
 	}
 	c.Log.Info("started", "component", comp.name, "pid", r.Pid, "took", time.Since(t0).Round(100*time.Millisecond).String())
@@ -282,7 +283,7 @@ func (c *Cluster) kubectl(ctx context.Context, args ...string) (string, error) {
 
 func (c *Cluster) waitNodeReady(ctx context.Context, node string) error {
 	// The node object appears once the kubelet has registered.
-	err := waitFor(ctx, "node registration", 3*time.Minute, nil, func(ctx context.Context) error {
+	err := controlplane.WaitFor(ctx, "node registration", 3*time.Minute, nil, func(ctx context.Context) error {
 		_, err := c.kubectl(ctx, "get", "node", node)
 		return err
 	})
@@ -293,7 +294,7 @@ func (c *Cluster) waitNodeReady(ctx context.Context, node string) error {
 		return fmt.Errorf("node %s not Ready: %w (log: %s)", node, err, c.Layout.LogFile("kubelet"))
 	}
 	// Pods need the namespace's default service account and root CA from the controllers.
-	return waitFor(ctx, "default service account", 2*time.Minute, nil, func(ctx context.Context) error {
+	return controlplane.WaitFor(ctx, "default service account", 2*time.Minute, nil, func(ctx context.Context) error {
 		if _, err := c.kubectl(ctx, "get", "serviceaccount", "default", "-n", "default"); err != nil {
 			return err
 		}
