@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"slices"
 	"strconv"
@@ -123,33 +125,42 @@ func equalStrings(a, b []string) bool { return reflect.DeepEqual(a, b) }
 func TestRequestCounterWaitQuiet(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		// busy is how long requests keep coming, one every 100 ms.
-		busy    time.Duration
-		wantErr bool
+		// busy is how long requests keep coming, one every 100 ms, and watches how long
+		// watches do.
+		busy, watches time.Duration
+		wantErr       bool
 		// wantAfter is when waitQuiet returns at the earliest.
 		wantAfter time.Duration
 	}{
 		{name: "quiet from the start", busy: 0, wantAfter: 5 * time.Second},
 		{name: "quiet after 3s", busy: 3 * time.Second, wantAfter: 8 * time.Second},
 		{name: "never quiet", busy: 5 * time.Minute, wantErr: true},
+		{name: "only watches", watches: 5 * time.Minute, wantAfter: 5 * time.Second},
+		{name: "watches beside requests", busy: 3 * time.Second, watches: 5 * time.Minute, wantAfter: 8 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
 				c := &requestCounter{}
-				go func() {
-					for end := time.Now().Add(tc.busy); time.Now().Before(end); {
-						c.n.Add(1)
+				send := func(d time.Duration, url string) {
+					req := httptest.NewRequest(http.MethodGet, url, nil)
+					for end := time.Now().Add(d); time.Now().Before(end); {
+						c.count(req)
 						select {
 						case <-ctx.Done():
 							return
 						case <-time.After(100 * time.Millisecond):
 						}
 					}
-				}()
+				}
+				go send(tc.busy, "/apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.nodeName%3Dn")
+				go send(tc.watches, "/apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.nodeName%3Dn&watch=true")
 				start := time.Now()
 				err := c.waitQuiet(ctx, 5*time.Second, time.Minute)
+				if tc.watches > 0 && c.n.Load() == c.work.Load() {
+					t.Errorf("%d requests counted in all, as many as without watches", c.n.Load())
+				}
 				if (err != nil) != tc.wantErr {
 					t.Fatalf("error %v, want one: %v", err, tc.wantErr)
 				}
