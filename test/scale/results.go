@@ -19,6 +19,9 @@ type Results struct {
 	API       []APIFigures   `json:"api"`
 	// Memory is each process's peak resident memory in MiB, per cluster size.
 	Memory []Memory `json:"memory"`
+	// Runs are the runs whose results Merge joined, each with the sizes it measured;
+	// empty for the results of one run.
+	Runs []Meta `json:"runs,omitempty"`
 }
 
 // Meta says where and how the figures were taken.
@@ -36,6 +39,8 @@ type Meta struct {
 	LoadAfter  float64 `json:"load_after"`
 	Kubernetes string  `json:"kubernetes"`
 	Kwok       string  `json:"kwok"`
+	// Sizes are the cluster sizes the run measured; set by Merge.
+	Sizes []int `json:"sizes,omitempty"`
 }
 
 // Memory is the peak RSS of each program at one cluster size.

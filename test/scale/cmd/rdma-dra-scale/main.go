@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -40,7 +41,7 @@ func main() {
 	flag.IntVar(&o.Flaps, "flaps", 0, "port flaps for the flap traffic; default 10, 2 with -smoke")
 	flag.BoolVar(&o.Smoke, "smoke", false, "a quick run that checks the harness end to end (CI), not the numbers")
 	report := flag.String("report", "", "the report to write; default <repo>/docs/benchmarks-scale.md, none with -smoke")
-	fromJSON := flag.String("from-json", "", "measure nothing: render the report from this scale.json")
+	fromJSON := flag.String("from-json", "", "measure nothing: render the report from this scale.json, or from several, comma-separated, of runs that measured different sizes (merged into -out's scale.json first)")
 	pprofAddr := flag.String("pprof-addr", "", "serve the harness's own profiles (net/http/pprof) on this loopback address, e.g. 127.0.0.1:6060")
 	flag.Parse()
 	if *pprofAddr != "" {
@@ -50,7 +51,7 @@ func main() {
 		}
 	}
 	if *fromJSON != "" {
-		if err := rerender(o.Repo, *fromJSON, *report); err != nil {
+		if err := rerender(o.Repo, *fromJSON, *out, *report); err != nil {
 			fmt.Fprintf(os.Stderr, "rdma-dra-scale: %v\n", err)
 			os.Exit(1)
 		}
@@ -89,11 +90,29 @@ func pick[T comparable](v T, normal, smoke T, isSmoke bool) T {
 	return normal
 }
 
-// rerender writes the report of an existing scale.json.
-func rerender(repo, from, report string) error {
-	r, err := scale.ReadResults(from)
-	if err != nil {
-		return err
+// rerender writes the report of existing results: one scale.json, or several
+// (comma-separated) of runs that measured different sizes, merged and written to
+// out's scale.json so that the report's source is one file again.
+func rerender(repo, from, out, report string) error {
+	var runs []*scale.Results
+	for _, path := range strings.Split(from, ",") {
+		r, err := scale.ReadResults(path)
+		if err != nil {
+			return err
+		}
+		runs = append(runs, r)
+	}
+	r := runs[0]
+	if len(runs) > 1 {
+		var err error
+		if r, err = scale.Merge(runs...); err != nil {
+			return fmt.Errorf("-from-json %s: %w", from, err)
+		}
+		path := filepath.Join(pick(out, filepath.Join(repo, "_output", "bench"), "", false), "scale.json")
+		if err := r.Write(path); err != nil {
+			return err
+		}
+		fmt.Printf("wrote %s (%d points from %d runs)\n", path, len(r.Points), len(runs))
 	}
 	return scale.WriteReport(r, pick(report, filepath.Join(repo, "docs", "benchmarks-scale.md"), "", false))
 }
