@@ -247,17 +247,15 @@ scheduler's CPU profile of each one-share burst at the headline fill is kept in 
 
 const limits = `## What fits in 24 GiB
 
-100 and 1,000 nodes run every step. 5,000 nodes run the default model at every fill,
-every scenario beside the extended resource: about 12 GiB in all while measured
-(kube-apiserver 5.3 GiB, kube-scheduler 2.4–3.2 GiB, the harness 3.3 GiB, etcd 0.3 GiB,
-sampled during the run of 2026-11-26). The legacy model does not fit at 5,000 nodes: its
-128 devices per node are 640,000 devices, and while the nodes switched to it the API
-server grew past 13.8 GiB and the machine ran out of memory (that run's load average
-after, above, is from it). Since then the harness measures the legacy model up to 1,000
-nodes only, and the steps after it (per-NIC, few-attributes, the tuned scheduler) were
-not reached at 5,000 nodes in that run; the memory of that size is not in the list above
-for the same reason. At 1,000 nodes the peaks of the harness and the API server are the
-1,000 running plugins in the legacy model (6 GiB each).
+Every step runs at 100 and 1,000 nodes, and every step but the legacy model at 5,000
+nodes: the peaks of the 5,000-node run add up to about 14 GiB (the list above). The
+legacy model does not fit at 5,000 nodes: its 128 devices per node are 640,000 devices,
+and while the nodes switched to it the API server grew past 13.8 GiB and the machine ran
+out of memory (2026-11-26), so the harness measures it up to 1,000 nodes only. At 1,000
+nodes the peaks of the harness and the API server are the 1,000 running plugins in the
+legacy model (6.5 and 6.3 GiB). The three sizes take about 50 minutes in one run; the report
+can also join runs that measured different sizes (` + "`rdma-dra-scale -from-json a.json,b.json`" + `,
+each size from one run only), and its header then names the run of each size.
 
 ## What limits DRA scheduling here
 
@@ -290,8 +288,9 @@ NodeResourcesFit filter a map lookup per node instead. Within Filter, at 1,000 a
 node name into a new map: 3% of the scheduler's CPU at 1,000 nodes, 16% at 5,000 nodes
 (half of it the pointer chase through ` + "`ptr.Deref`" + ` of each slice's node name), work
 linear in the cluster's slices, repeated for every pod although slices rarely change.
-It is why the one-share pod slows from 15.2 to 8.7 pods/s between 1,000 and 5,000
-nodes while the extended resource does not (the ratio falls from 0.10 to 0.05). The
+It is why the one-share pod slows between 1,000 and 5,000 nodes more than the extended
+resource does (half allocated: 11.7 to 6.3 pods/s against 186.5 to 118.5 in the runs
+of 2026-11-28). The
 default model's 2.3 slices per node are the API's minimum for it (shared counters go to
 slices of their own, at most 8 counter sets per slice, and a dgx-h100 node has 10
 ports); the index would be kept by the scheduler's DRA manager as slices change, rather
@@ -300,16 +299,17 @@ than rebuilt per pod.
 **What the device model can change, measured above.** The default model publishes per
 port an exclusive device and a shared one with consumable shares over a counter set, and
 about 24 attributes per device. Without the attributes the pods do not select on (the
-few-attributes model) the scheduler spends 2–3% less CPU per one-share pod at 100 and
-1,000 nodes; its throughput moved within this machine's noise. One device per port
-without counters (the per-NIC shape) costs a whole-port pod 1.9 times less scheduler
-CPU at 1,000 nodes and schedules it 1.2 times as fast, but it has no shares: a port
+few-attributes model) the scheduler spent 18% and 8% less CPU per one-share pod at 100
+and 1,000 nodes and 7% more at 5,000 (half allocated, runs of 2026-11-28); throughput moved
+with it, within this machine's noise. One device per port without counters (the per-NIC
+shape) costs a whole-port pod 3.0, 2.0 and 1.6 times less scheduler CPU at 100, 1,000
+and 5,000 nodes and schedules it 2.1, 1.6 and 1.1 times as fast, but it has no shares: a port
 could no longer be shared and exclusive, enforced by the scheduler, which is what the
 default model is for. A node pool that only hands out whole ports gets it with
 "modes: exclusive", and one that only shares with "modes: shared"
-(benchmarks-schedperf.md measures both beside the default). The legacy model (16 single-share devices per port) is no cheaper
-(78 ms of scheduler CPU per one-share pod at 1,000 nodes against 63) and is eight times
-the default model in etcd. So the default model stays; the driver's attributes stay
+(benchmarks-schedperf.md measures both beside the default). The legacy model (16 single-share devices per port) is no cheaper at 1,000 nodes
+(86 ms of scheduler CPU per one-share pod against 75) and is eight times the default
+model in etcd. So the default model stays; the driver's attributes stay
 (pools, the chart's selectors and users' CEL select on them). The remaining gap is the
 per-node cost of the allocator above, paid for each node the scheduler tries, and the
 per-pod index of the whole cluster: that is upstream, and each point above would be cut
@@ -321,10 +321,12 @@ scheduler's DRA manager.
 scheduler stops filtering once it has found max(50 − nodes/125, 5)% of the nodes feasible,
 at least 100: 420 nodes at 1,000 nodes and 500 at 5,000, so DRA's per-node cost is paid
 about 420 or 500 times per pod. With percentageOfNodesToScore: 10 in the
-KubeSchedulerConfiguration it tries 100 at 1,000 nodes: one-share pods scheduled 2.0 times
-as fast here and whole-port pods 1.9 times, at the price of a less thorough choice of
-node (scoring sees fewer candidates). The extended resource gains as much (1.9 times), so
-the ratio barely moves.
+KubeSchedulerConfiguration it tries 100 at 1,000 nodes: one-share pods scheduled 2.4 times
+as fast here and whole-port pods 2.2 times, at the price of a less thorough choice of
+node (scoring sees fewer candidates), while the extended resource did not gain (runs of
+2026-11-28; 1.9 times on 2026-11-26), so the ratio rose from 0.06 to 0.16. At 5,000 nodes the
+adaptive default is already 10% (500 nodes), so the setting changes nothing there: 6.4
+against 6.3 pods/s for a share, 10.7 against 12.1 for a whole port, within the noise.
 
 Kubernetes' own scheduler_perf, with this driver's slices against its reference test
 driver's, is in [benchmarks-schedperf.md](benchmarks-schedperf.md).
