@@ -322,7 +322,7 @@ func startHelper(t *testing.T, ctx context.Context, d kubeletplugin.DRAPlugin, k
 }
 
 // dialHelper connects to the DRA socket of a helper whose plugin data directory is dir.
-func dialHelper(t *testing.T, dir string) *grpc.ClientConn {
+func dialHelper(t testing.TB, dir string) *grpc.ClientConn {
 	t.Helper()
 	conn, err := grpc.NewClient("unix://"+filepath.Join(dir, "dra.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

@@ -37,7 +37,7 @@ func TestThroughKubeletPluginHelper(t *testing.T) {
 	assertClean(t, h)
 }
 
-func mkdir(t *testing.T, dir string) string {
+func mkdir(t testing.TB, dir string) string {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)

@@ -20,13 +20,20 @@ import (
 
 // startMetadataHelper serves d through the real helper with device metadata enabled,
 // writing into h's CDI directory, and connects d to it as run.go does.
-func startMetadataHelper(t *testing.T, ctx context.Context, h *harness, d *Driver, name string) (drapbv1.DRAPluginClient, string) {
+func startMetadataHelper(t testing.TB, ctx context.Context, h *harness, d *Driver, name string) (drapbv1.DRAPluginClient, string) {
+	t.Helper()
+	return startMetadataHelperIn(t, ctx, h, d, name, filepath.Join(testRoot, name+"m"))
+}
+
+// startMetadataHelperIn is startMetadataHelper with the metadata files in runRoot (the
+// plugin's --device-metadata-root).
+func startMetadataHelperIn(t testing.TB, ctx context.Context, h *harness, d *Driver, name, runRoot string) (drapbv1.DRAPluginClient, string) {
 	t.Helper()
 	sockDir := filepath.Join(testRoot, name)
 	dataDir := mkdir(t, sockDir+"d")
 	// As run.go places them: the files in a directory of their own, linked from the
 	// data directory.
-	runDir := filepath.Join(sockDir+"m", testDriver)
+	runDir := filepath.Join(runRoot, testDriver)
 	if err := placeMetadata(dataDir, runDir); err != nil {
 		t.Fatal(err)
 	}
