@@ -24,8 +24,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -79,30 +81,27 @@ func Write(name string, perm os.FileMode, write func(io.Writer) error, opts ...O
 	if dir == "" {
 		dir = "."
 	}
-	tmp, err := os.CreateTemp(dir, TempPrefix(base)+"*"+tempSuffix)
+	tmp, err := createTemp(dir, base)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
 	defer func() {
 		if err != nil {
-			_ = os.Remove(tmp.Name())
+			_ = unix.Unlink(tmp.name)
 		}
 	}()
 	err = write(tmp)
-	if err == nil && perm != 0o600 {
-		err = tmp.Chmod(perm) // CreateTemp makes 0600 whatever perm and the umask say
+	if err == nil {
+		err = tmp.finish(perm, o.sync)
 	}
-	if err == nil && o.sync {
-		err = tmp.Sync()
-	}
-	err = errors.Join(err, tmp.Close())
+	err = errors.Join(err, tmp.close())
 	if err == nil && o.check != nil {
-		if checkErr := o.check(tmp.Name()); checkErr != nil {
+		if checkErr := o.check(tmp.name); checkErr != nil {
 			return checkErr
 		}
 	}
 	if err == nil {
-		err = replace(tmp.Name(), name)
+		err = replace(tmp.name, name)
 	}
 	if err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
@@ -114,6 +113,92 @@ func Write(name string, perm os.FileMode, write func(io.Writer) error, opts ...O
 		}
 	}
 	return nil
+}
+
+// tempFile is an open temporary file, written with plain write(2) calls. It is opened
+// with open(2) itself rather than os.OpenFile, which offers every file to the runtime's
+// poller and, for a regular file, takes that back again: five fcntl and epoll_ctl calls
+// per file for nothing.
+type tempFile struct {
+	fd   int
+	name string
+}
+
+// createTemp creates the temporary file of a write to dir/base, of a random name.
+func createTemp(dir, base string) (*tempFile, error) {
+	for range 10000 {
+		name := filepath.Join(dir, TempPrefix(base)+strconv.FormatUint(uint64(rand.Uint32()), 10)+tempSuffix)
+		fd, err := open(name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC)
+		if errors.Is(err, unix.EEXIST) {
+			continue
+		}
+		if err != nil {
+			return nil, &os.PathError{Op: "create", Path: name, Err: err}
+		}
+		return &tempFile{fd: fd, name: name}, nil
+	}
+	return nil, &os.PathError{Op: "create", Path: filepath.Join(dir, TempPrefix(base)+"*"+tempSuffix), Err: unix.EEXIST}
+}
+
+// open opens name with mode 0600 (the umask applies; finish sets the mode).
+func open(name string, flags int) (int, error) {
+	for {
+		fd, err := unix.Open(name, flags, 0o600)
+		if !errors.Is(err, unix.EINTR) {
+			return fd, err
+		}
+	}
+}
+
+// Write implements io.Writer.
+func (f *tempFile) Write(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		m, err := unix.Write(f.fd, p[n:])
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err == nil && m == 0 {
+			err = io.ErrShortWrite
+		}
+		if err != nil {
+			return n, &os.PathError{Op: "write", Path: f.name, Err: err}
+		}
+		n += m
+	}
+	return n, nil
+}
+
+// finish gives the written file its mode and, with sync, makes its content durable.
+func (f *tempFile) finish(perm os.FileMode, sync bool) error {
+	// The file was made 0600 whatever perm and the umask say.
+	if perm != 0o600 {
+		if err := ignoringEINTR(func() error { return unix.Fchmod(f.fd, uint32(perm.Perm())) }); err != nil {
+			return &os.PathError{Op: "chmod", Path: f.name, Err: err}
+		}
+	}
+	if sync {
+		if err := ignoringEINTR(func() error { return unix.Fsync(f.fd) }); err != nil {
+			return &os.PathError{Op: "sync", Path: f.name, Err: err}
+		}
+	}
+	return nil
+}
+
+func (f *tempFile) close() error {
+	if err := unix.Close(f.fd); err != nil {
+		return &os.PathError{Op: "close", Path: f.name, Err: err}
+	}
+	return nil
+}
+
+func ignoringEINTR(fn func() error) error {
+	for {
+		err := fn()
+		if !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
 }
 
 // syncDir fsyncs the directory dir, which makes the renames and unlinks in it durable.
@@ -143,18 +228,18 @@ func IsTemp(base, name string) bool {
 // symlink) that is there, renamed otherwise, and by a rename also where the file system
 // cannot exchange. A directory at dst is left to the rename, which refuses it.
 func replace(tmp, dst string) error {
-	st, err := os.Lstat(dst)
-	if err != nil || st.IsDir() {
-		return os.Rename(tmp, dst)
+	var st unix.Stat_t
+	if err := unix.Lstat(dst, &st); err != nil || st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		return rename(tmp, dst)
 	}
-	err = unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, dst, unix.RENAME_EXCHANGE)
+	err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, dst, unix.RENAME_EXCHANGE)
 	switch {
 	case errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOSYS), errors.Is(err, unix.EOPNOTSUPP):
 		// A file system (or kernel) without exchange.
-		return os.Rename(tmp, dst)
+		return rename(tmp, dst)
 	case errors.Is(err, unix.ENOENT):
 		// dst went away since the Lstat.
-		return os.Rename(tmp, dst)
+		return rename(tmp, dst)
 	case err != nil:
 		return &os.LinkError{Op: "renameat2", Old: tmp, New: dst, Err: err}
 	}
@@ -162,5 +247,13 @@ func replace(tmp, dst string) error {
 	// now under the temporary name, goes. Should that fail, a hidden leftover that the
 	// owner's cleanup of temporary files removes is no reason to report a failed write.
 	_ = unix.Unlink(tmp)
+	return nil
+}
+
+// rename is os.Rename without its second lstat of dst (replace has made its own).
+func rename(oldpath, newpath string) error {
+	if err := unix.Rename(oldpath, newpath); err != nil {
+		return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: err}
+	}
 	return nil
 }

@@ -233,15 +233,17 @@ func TestIsTemp(t *testing.T) {
 			t.Errorf("IsTemp(checkpoint.json, %q) = %v, want %v", tt.name, got, tt.want)
 		}
 	}
-	// What CreateTemp makes of the pattern WriteFile gives it.
+	// The names the writes make.
 	dir := t.TempDir()
-	f, err := os.CreateTemp(dir, TempPrefix("x.json")+"*"+tempSuffix)
+	f, err := createTemp(dir, "x.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.Close()
-	if !IsTemp("x.json", filepath.Base(f.Name())) {
-		t.Errorf("IsTemp does not know %s", f.Name())
+	if err := f.close(); err != nil {
+		t.Fatal(err)
+	}
+	if !IsTemp("x.json", filepath.Base(f.name)) || filepath.Dir(f.name) != dir {
+		t.Errorf("IsTemp does not know %s", f.name)
 	}
 }
 
