@@ -17,7 +17,8 @@
 // data to disk at once; an exchange is not a replace, so the data stays in the page cache
 // until normal writeback, and a version replaced before then (the checkpoint of a busy
 // node changes several times a second) is never written at all. Readers see no
-// difference: either call switches the name to the new file in one step.
+// difference: either call switches the name to the new file in one step. With [Spare]
+// the old file is not even unlinked but written again by the next write.
 package atomicfile
 
 import (
@@ -34,11 +35,12 @@ import (
 )
 
 // Option changes how a write is made; the defaults are the package comment's: no fsync,
-// no check.
+// no check, a new temporary file for every write.
 type Option func(*options)
 
 type options struct {
 	sync  bool
+	spare string
 	check func(tmp string) error
 }
 
@@ -55,6 +57,25 @@ func Sync() Option { return func(o *options) { o.sync = true } }
 func Check(check func(tmp string) error) Option {
 	return func(o *options) { o.check = check }
 }
+
+// Spare makes writes reuse one file rather than create a temporary file each time: the
+// file that the new content replaced stays at spare, a path in the same directory, and
+// the next write with the same spare writes into it, cuts it to the new length and
+// exchanges it with the current file again. Creating and unlinking a file costs the file
+// system an inode allocated and freed and a directory entry added and removed on every
+// write; on ext4 that was most of the cost of a checkpoint save (docs/kubelet-plugin.md,
+// "Why nothing is fsynced"). Where the file system cannot exchange, the write renames as
+// without Spare, and the next one creates the spare again.
+//
+// Only for a file whose readers and writers all hold one lock around each read and each
+// write, as the plugin's checkpoint does: the replaced file is rewritten in place by the
+// next write, so a reader that kept it open past the lock would see it change (without
+// Spare it keeps the old content), and two writers at once would write into the same
+// spare. The spare is no temporary file ([IsTemp] does not know it): it stays, and its
+// content means nothing. A crash during a write leaves the name as it was and the spare
+// half written, which the next write rewrites whole. Something else than a regular file
+// at spare is left alone; the write then makes a temporary file as without Spare.
+func Spare(spare string) Option { return func(o *options) { o.spare = spare } }
 
 // WriteFile writes data to name with mode perm (the umask does not apply): into a
 // temporary file in the same directory, hidden and ending in .tmp so that directory scans
@@ -81,7 +102,10 @@ func Write(name string, perm os.FileMode, write func(io.Writer) error, opts ...O
 	if dir == "" {
 		dir = "."
 	}
-	tmp, err := createTemp(dir, base)
+	if o.spare != "" && filepath.Dir(o.spare) != filepath.Dir(name) {
+		return fmt.Errorf("write %s: spare %s is not in its directory", name, o.spare)
+	}
+	tmp, err := openTemp(dir, base, o.spare)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
@@ -101,7 +125,7 @@ func Write(name string, perm os.FileMode, write func(io.Writer) error, opts ...O
 		}
 	}
 	if err == nil {
-		err = replace(tmp.name, name)
+		err = replace(tmp.name, name, tmp.spare)
 	}
 	if err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
@@ -122,10 +146,29 @@ func Write(name string, perm os.FileMode, write func(io.Writer) error, opts ...O
 type tempFile struct {
 	fd   int
 	name string
+	// spare is set for the file of [Spare], which stays after the exchange;
+	// spareSize and spareMode are what it had when it was opened.
+	spare     bool
+	spareSize int64
+	spareMode uint32
+	// size is how much has been written.
+	size int64
 }
 
-// createTemp creates the temporary file of a write to dir/base, of a random name.
-func createTemp(dir, base string) (*tempFile, error) {
+// openTemp opens the file that a write to dir/base writes into: the spare (created if
+// missing) when one is given, otherwise a new temporary file of a random name. Something
+// else than a regular file at the spare's path makes it fall back to a new file.
+func openTemp(dir, base, spare string) (*tempFile, error) {
+	if spare != "" {
+		fd, err := open(spare, unix.O_WRONLY|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+		if err == nil {
+			var st unix.Stat_t
+			if err := unix.Fstat(fd, &st); err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+				return &tempFile{fd: fd, name: spare, spare: true, spareSize: st.Size, spareMode: st.Mode & 0o7777}, nil
+			}
+			_ = unix.Close(fd)
+		}
+	}
 	for range 10000 {
 		name := filepath.Join(dir, TempPrefix(base)+strconv.FormatUint(uint64(rand.Uint32()), 10)+tempSuffix)
 		fd, err := open(name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC)
@@ -162,17 +205,26 @@ func (f *tempFile) Write(p []byte) (int, error) {
 			err = io.ErrShortWrite
 		}
 		if err != nil {
+			f.size += int64(n)
 			return n, &os.PathError{Op: "write", Path: f.name, Err: err}
 		}
 		n += m
 	}
+	f.size += int64(n)
 	return n, nil
 }
 
-// finish gives the written file its mode and, with sync, makes its content durable.
+// finish gives the written file its length (a spare may have been longer), its mode and,
+// with sync, makes its content durable.
 func (f *tempFile) finish(perm os.FileMode, sync bool) error {
-	// The file was made 0600 whatever perm and the umask say.
-	if perm != 0o600 {
+	if f.spare && f.spareSize > f.size {
+		if err := ignoringEINTR(func() error { return unix.Ftruncate(f.fd, f.size) }); err != nil {
+			return &os.PathError{Op: "truncate", Path: f.name, Err: err}
+		}
+	}
+	// A new file was made 0600 whatever perm and the umask say; a spare has the mode of
+	// the file it was before.
+	if (!f.spare && perm != 0o600) || (f.spare && f.spareMode != uint32(perm.Perm())) {
 		if err := ignoringEINTR(func() error { return unix.Fchmod(f.fd, uint32(perm.Perm())) }); err != nil {
 			return &os.PathError{Op: "chmod", Path: f.name, Err: err}
 		}
@@ -226,8 +278,9 @@ func IsTemp(base, name string) bool {
 
 // replace puts the file tmp in dst's place: exchanged with a regular file (or a
 // symlink) that is there, renamed otherwise, and by a rename also where the file system
-// cannot exchange. A directory at dst is left to the rename, which refuses it.
-func replace(tmp, dst string) error {
+// cannot exchange. A directory at dst is left to the rename, which refuses it. After an
+// exchange the old file, now at tmp, is unlinked unless keep is set (the spare).
+func replace(tmp, dst string, keep bool) error {
 	var st unix.Stat_t
 	if err := unix.Lstat(dst, &st); err != nil || st.Mode&unix.S_IFMT == unix.S_IFDIR {
 		return rename(tmp, dst)
@@ -242,6 +295,9 @@ func replace(tmp, dst string) error {
 		return rename(tmp, dst)
 	case err != nil:
 		return &os.LinkError{Op: "renameat2", Old: tmp, New: dst, Err: err}
+	}
+	if keep {
+		return nil
 	}
 	// The new content is in place, which is what the caller asked for; the old file,
 	// now under the temporary name, goes. Should that fail, a hidden leftover that the

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -235,7 +236,7 @@ func TestIsTemp(t *testing.T) {
 	}
 	// The names the writes make.
 	dir := t.TempDir()
-	f, err := createTemp(dir, "x.json")
+	f, err := openTemp(dir, "x.json", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,19 +301,125 @@ func TestWriteFileKeepsOpenReaders(t *testing.T) {
 	assertOnly(t, dir, "checkpoint.json", "link", "target")
 }
 
+// TestSpare writes a file again and again with Spare: each write leaves the whole new
+// content and the mode under the name, the replaced file stays as the spare, and from the
+// second write on no write makes a file of its own (the two files keep their inodes).
+func TestSpare(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "checkpoint.json")
+	spare := filepath.Join(dir, "checkpoint.spare")
+	var inodes []uint64
+	writes := []struct {
+		content string
+		perm    os.FileMode
+	}{
+		{"first, and long", 0o600},
+		{"second", 0o600},
+		{"third, longer than the second", 0o640},
+		{"4", 0o600},
+		{"fifth", 0o600},
+	}
+	for i, w := range writes {
+		if err := WriteFile(path, []byte(w.content), w.perm, Spare(spare)); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := os.ReadFile(path); err != nil || string(got) != w.content {
+			t.Errorf("write %d: content %q (%v), want %q", i, got, err, w.content)
+		}
+		if st, err := os.Stat(path); err != nil || st.Mode().Perm() != w.perm {
+			t.Errorf("write %d: mode %v (%v), want %v", i, st.Mode().Perm(), err, w.perm)
+		}
+		if i == 0 {
+			// Nothing to exchange with: the first write renames its file into place.
+			assertOnly(t, dir, "checkpoint.json")
+			continue
+		}
+		assertOnly(t, dir, "checkpoint.json", "checkpoint.spare")
+		pair := []uint64{inode(t, path), inode(t, spare)}
+		slices.Sort(pair)
+		if inodes == nil {
+			inodes = pair
+		} else if !slices.Equal(pair, inodes) {
+			t.Errorf("write %d: the file and the spare are inodes %v, want the %v of the second write", i, pair, inodes)
+		}
+	}
+
+	// A write that fails leaves the name as it was, and no temporary file.
+	errWrite := errors.New("encoder failed")
+	err := Write(path, 0o600, func(w io.Writer) error {
+		_, _ = io.WriteString(w, "half")
+		return errWrite
+	}, Spare(spare))
+	if !errors.Is(err, errWrite) {
+		t.Errorf("error %v, want %v", err, errWrite)
+	}
+	if got, err := os.ReadFile(path); err != nil || string(got) != "fifth" {
+		t.Errorf("content %q (%v) after a failed write, want %q", got, err, "fifth")
+	}
+	assertOnly(t, dir, "checkpoint.json")
+
+	// Something else at the spare's name is left alone: the write makes a file of its own.
+	if err := os.Mkdir(spare, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFile(path, []byte("sixth"), 0o644, Spare(spare)); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(path); err != nil || string(got) != "sixth" {
+		t.Errorf("content %q (%v), want %q", got, err, "sixth")
+	}
+	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o644 {
+		t.Errorf("mode %v (%v), want 0644", st.Mode().Perm(), err)
+	}
+	if st, err := os.Stat(spare); err != nil || !st.IsDir() {
+		t.Errorf("%s is %v (%v), want the directory left alone", spare, st, err)
+	}
+	assertOnly(t, dir, "checkpoint.json", "checkpoint.spare")
+
+	// A spare elsewhere could not be exchanged with the file: refused before anything.
+	elsewhere := filepath.Join(t.TempDir(), "checkpoint.spare")
+	if err := WriteFile(path, []byte("seventh"), 0o644, Spare(elsewhere)); err == nil || !strings.Contains(err.Error(), elsewhere) {
+		t.Errorf("error %v, want one naming %s", err, elsewhere)
+	}
+	if got, err := os.ReadFile(path); err != nil || string(got) != "sixth" {
+		t.Errorf("content %q (%v), want %q", got, err, "sixth")
+	}
+}
+
+func inode(t *testing.T, path string) uint64 {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Ino
+}
+
 // BenchmarkWriteFile replaces a file of a checkpoint's size in a directory of the test's
 // temporary dir (TMPDIR decides the file system: run it on a disk to see the cost of
 // the replace).
 func BenchmarkWriteFile(b *testing.B) {
-	path := filepath.Join(b.TempDir(), "checkpoint.json")
-	data := make([]byte, 3000)
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		b.Fatal(err)
-	}
-	for b.Loop() {
-		if err := WriteFile(path, data, 0o600); err != nil {
-			b.Fatal(err)
-		}
+	for _, bb := range []struct {
+		name  string
+		spare bool
+	}{{name: "new-file"}, {name: "spare", spare: true}} {
+		b.Run(bb.name, func(b *testing.B) {
+			dir := b.TempDir()
+			path := filepath.Join(dir, "checkpoint.json")
+			var opts []Option
+			if bb.spare {
+				opts = append(opts, Spare(filepath.Join(dir, "checkpoint.spare")))
+			}
+			data := make([]byte, 3000)
+			if err := os.WriteFile(path, data, 0o600); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if err := WriteFile(path, data, 0o600, opts...); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

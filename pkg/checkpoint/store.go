@@ -18,6 +18,10 @@ import (
 // DefaultBootIDPath is where Linux publishes the ID of the current boot.
 const DefaultBootIDPath = "/proc/sys/kernel/random/boot_id"
 
+// spareFileName is the file a save replaced, which the next save writes over and puts in
+// place (atomicfile.Spare); its content means nothing.
+const spareFileName = "checkpoint.spare"
+
 // lockFileName is locked with flock(2) around every read-modify-write of the checkpoint,
 // so that two plugin instances of a rolling update, and the cleanup loop next to a
 // prepare call, never interleave.
@@ -184,7 +188,9 @@ func (s *Store) save(cp *Checkpoint) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := atomicfile.WriteFile(s.Path(), data, 0o600); err != nil {
+	// Every reader and writer of the file holds the lock (Lock), so the file it replaces
+	// can be the one the next save writes into: no file is created or removed per save.
+	if err := atomicfile.WriteFile(s.Path(), data, 0o600, atomicfile.Spare(filepath.Join(s.dir, spareFileName))); err != nil {
 		return nil, fmt.Errorf("write checkpoint: %w", err)
 	}
 	return data, nil

@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -236,5 +237,65 @@ func TestLoadRemovesLeftoverTempFiles(t *testing.T) {
 	slices.Sort(keep)
 	if !slices.Equal(names, keep) {
 		t.Errorf("directory holds %v, want %v", names, keep)
+	}
+}
+
+// TestSaveReusesOneSpare: saves leave one more file next to the checkpoint, the file the
+// last save replaced, which the next save writes over (atomicfile.Spare) rather than
+// creating a file; a spare that a crash left half written is never read, and the next
+// save (a restarted plugin's) writes it over whole.
+func TestSaveReusesOneSpare(t *testing.T) {
+	s, dir := newTestStore(t, "boot-a")
+	var uids []string
+	add := func(s *Store, uid string) {
+		t.Helper()
+		uids = append(uids, uid)
+		if err := s.Update(func(cp *Checkpoint) (bool, error) {
+			cp.Claims[uid] = sampleClaim(uid, PhasePrepareStarted)
+			return true, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := func() []string {
+		t.Helper()
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range entries {
+			out = append(out, e.Name())
+		}
+		return out
+	}
+	for i := range 5 {
+		add(s, testUID(fmt.Sprint("u", i)))
+	}
+	if got, want := names(), []string{FileName, lockFileName, spareFileName}; !slices.Equal(got, want) {
+		t.Fatalf("directory holds %v after five saves, want %v", got, want)
+	}
+	// A crash half way through the next save.
+	spare := filepath.Join(dir, spareFileName)
+	if err := os.WriteFile(spare, []byte(`{"version":1,"bootID":"boot-a","cla`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	restarted := NewStore(dir, s.bootIDPath)
+	add(restarted, testUID("after"))
+	got, err := load(t, restarted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Checkpoint.Claims) != len(uids) {
+		t.Errorf("%d claims after the restart, want %d", len(got.Checkpoint.Claims), len(uids))
+	}
+	for _, uid := range uids {
+		if got.Checkpoint.Claims[uid] == nil {
+			t.Errorf("claim %s lost", uid)
+		}
+	}
+	// The spare now holds what the save replaced, the checkpoint before it.
+	if data, err := os.ReadFile(spare); err != nil || !json.Valid(data) {
+		t.Errorf("spare after the restart's save: %q (%v), want the replaced checkpoint", data, err)
 	}
 }
