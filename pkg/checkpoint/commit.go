@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
 )
 
 // Group commit.
@@ -163,15 +162,14 @@ func (s *Store) commitLocked(batch []*pendingChange) error {
 // every batch is not. The bytes are compared rather than, say, the inode and the mtime,
 // so that another instance's write is always seen. Must be called with the lock held.
 func (s *Store) loadCached() (Loaded, error) {
-	data, err := os.ReadFile(s.Path())
-	if err == nil && s.cached != nil && bytes.Equal(data, s.cachedData) {
+	data, readErr := readFile(s.Path(), len(s.cachedData))
+	if readErr == nil && s.cached != nil && bytes.Equal(data, s.cachedData) {
 		return Loaded{Checkpoint: s.cached}, nil
 	}
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return Loaded{}, fmt.Errorf("read checkpoint %s: %w", s.Path(), err)
-	}
 	s.cached, s.cachedData = nil, nil
-	loaded, err := s.Load()
+	// What Load does, on the content just read.
+	s.removeTempFiles()
+	loaded, err := s.load(data, readErr)
 	if err != nil {
 		return Loaded{}, err
 	}

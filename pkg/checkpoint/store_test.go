@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -297,5 +298,30 @@ func TestSaveReusesOneSpare(t *testing.T) {
 	// The spare now holds what the save replaced, the checkpoint before it.
 	if data, err := os.ReadFile(spare); err != nil || !json.Valid(data) {
 		t.Errorf("spare after the restart's save: %q (%v), want the replaced checkpoint", data, err)
+	}
+}
+
+// TestReadFile reads files of sizes around its buffer's with and without a size hint,
+// and a missing file as fs.ErrNotExist.
+func TestReadFile(t *testing.T) {
+	dir := t.TempDir()
+	for _, size := range []int{0, 1, 511, 512, 513, 1024, 5000} {
+		data := make([]byte, size)
+		for i := range data {
+			data[i] = byte('a' + i%26)
+		}
+		path := filepath.Join(dir, fmt.Sprint(size))
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, hint := range []int{0, size, size / 2} {
+			got, err := readFile(path, hint)
+			if err != nil || string(got) != string(data) {
+				t.Errorf("size %d, hint %d: read %d bytes (%v), want the file's %d", size, hint, len(got), err, size)
+			}
+		}
+	}
+	if _, err := readFile(filepath.Join(dir, "missing"), 0); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("missing file: %v, want fs.ErrNotExist", err)
 	}
 }
