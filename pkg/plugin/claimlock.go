@@ -9,9 +9,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -73,7 +73,7 @@ func newClaimLocks(dir string) (*claimLocks, error) {
 type heldClaims struct {
 	locks *claimLocks
 	uids  []string
-	files map[string]*os.File
+	files map[string]*lockedFile
 }
 
 // lock locks the claims uids (in any order, duplicates allowed) for one call. It waits
@@ -82,7 +82,7 @@ func (l *claimLocks) lock(ctx context.Context, uids []string) (*heldClaims, erro
 	sorted := slices.Clone(uids)
 	slices.Sort(sorted)
 	sorted = slices.Compact(sorted)
-	h := &heldClaims{locks: l, files: make(map[string]*os.File, len(sorted))}
+	h := &heldClaims{locks: l, files: make(map[string]*lockedFile, len(sorted))}
 	for _, uid := range sorted {
 		if err := l.lockOne(ctx, uid, h, true); err != nil {
 			h.release(nil)
@@ -94,7 +94,7 @@ func (l *claimLocks) lock(ctx context.Context, uids []string) (*heldClaims, erro
 
 // tryLock locks one claim if nobody holds it, without waiting; nil when busy.
 func (l *claimLocks) tryLock(ctx context.Context, uid string) *heldClaims {
-	h := &heldClaims{locks: l, files: map[string]*os.File{}}
+	h := &heldClaims{locks: l, files: map[string]*lockedFile{}}
 	if err := l.lockOne(ctx, uid, h, false); err != nil {
 		return nil
 	}
@@ -130,7 +130,7 @@ func (l *claimLocks) lockOne(ctx context.Context, uid string, h *heldClaims, wai
 			return ctx.Err()
 		}
 	}
-	var f *os.File
+	var f *lockedFile
 	if cdi.ValidateClaimUID(uid) == nil {
 		// A UID that is no valid file name cannot have a spec or a checkpoint entry
 		// (the CDI writer refuses it), so the in-process lock is enough for it.
@@ -164,10 +164,9 @@ func (h *heldClaims) release(forget map[string]bool) {
 		uid := h.uids[i]
 		if f := h.files[uid]; f != nil {
 			if forget[uid] {
-				_ = os.Remove(f.Name())
+				_ = os.Remove(f.path)
 			}
-			// Closing the descriptor releases the flock.
-			_ = f.Close()
+			f.close()
 		}
 		h.locks.mu.Lock()
 		m := h.locks.held[uid]
@@ -178,49 +177,70 @@ func (h *heldClaims) release(forget map[string]bool) {
 	h.uids = nil
 }
 
+// lockedFile is a lock file whose flock is held, opened with open(2) itself:
+// os.OpenFile would offer it to the runtime's poller and take that back, five more
+// system calls per lock for a file that is never read or written.
+type lockedFile struct {
+	fd   int
+	path string
+}
+
+// close releases the flock with the descriptor.
+func (f *lockedFile) close() { _ = unix.Close(f.fd) }
+
 // lockFile opens path (creating it) and takes an exclusive flock on it. A holder may
 // remove the file before it unlocks; whoever was waiting then holds a lock on a file
 // that no longer has the name, which guards nothing, so after locking it checks that
 // the name still leads to the locked file and starts over if not. That makes removing a
 // lock file safe for whoever holds its lock.
-func lockFile(ctx context.Context, clk clock.Clock, path string, wait bool) (*os.File, error) {
+func lockFile(ctx context.Context, clk clock.Clock, path string, wait bool) (*lockedFile, error) {
 	for {
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+		fd, err := retryEINTR(func() (int, error) { return unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o600) })
 		if err != nil {
-			return nil, fmt.Errorf("open claim lock: %w", err)
+			return nil, fmt.Errorf("open claim lock: %w", &os.PathError{Op: "open", Path: path, Err: err})
 		}
-		if err := flockWait(ctx, clk, f, wait); err != nil {
-			_ = f.Close()
+		f := &lockedFile{fd: fd, path: path}
+		if err := flockWait(ctx, clk, fd, wait); err != nil {
+			f.close()
 			return nil, err
 		}
-		var held, named syscall.Stat_t
-		if err := syscall.Fstat(int(f.Fd()), &held); err != nil {
-			_ = f.Close()
+		var held, named unix.Stat_t
+		if err := unix.Fstat(fd, &held); err != nil {
+			f.close()
 			return nil, fmt.Errorf("stat claim lock: %w", err)
 		}
-		err = syscall.Stat(path, &named)
+		err = unix.Stat(path, &named)
 		if err == nil && held.Dev == named.Dev && held.Ino == named.Ino {
 			return f, nil
 		}
-		_ = f.Close()
-		if err != nil && !errors.Is(err, syscall.ENOENT) {
+		f.close()
+		if err != nil && !errors.Is(err, unix.ENOENT) {
 			return nil, fmt.Errorf("stat claim lock: %w", err)
 		}
 		klog.FromContext(ctx).V(5).Info("Claim lock file was replaced while waiting, locking again", "path", path)
 	}
 }
 
+func retryEINTR(fn func() (int, error)) (int, error) {
+	for {
+		n, err := fn()
+		if !errors.Is(err, unix.EINTR) {
+			return n, err
+		}
+	}
+}
+
 // flockWait takes the flock without blocking a thread: another process holds a claim's
 // lock only for one prepare or unprepare, so polling is short and can stop with ctx.
-func flockWait(ctx context.Context, clk clock.Clock, f *os.File, wait bool) error {
+func flockWait(ctx context.Context, clk clock.Clock, fd int, wait bool) error {
 	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
 		switch {
 		case err == nil:
 			return nil
-		case errors.Is(err, syscall.EINTR):
+		case errors.Is(err, unix.EINTR):
 			continue
-		case !errors.Is(err, syscall.EWOULDBLOCK):
+		case !errors.Is(err, unix.EWOULDBLOCK):
 			return fmt.Errorf("lock claim: %w", err)
 		case !wait:
 			return errBusy
