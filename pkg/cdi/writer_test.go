@@ -1,6 +1,8 @@
 package cdi
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +13,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/klog/v2/ktesting"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
+
+	"github.com/rdma-dra/rdma-dra-driver/api/rdma.dra.io/v1alpha1"
 )
 
 const otherClaimUID = "9f8e7d6c-5b4a-4392-8170-6f5e4d3c2b1a"
@@ -97,6 +101,96 @@ func TestWriteSpecFileRefusesInvalidSpec(t *testing.T) {
 	}
 	if names := listDir(t, dir); len(names) != 0 {
 		t.Errorf("left behind %v", names)
+	}
+}
+
+// TestWriteValidatesEachShapeOnce: the CDI library validates a spec once per content up
+// to the claim's UUIDs (specKey); claims and shares of new UUIDs on the same ports with
+// the same configs are written without it, anything else is validated, and a spec that
+// was refused is validated again the next time.
+func TestWriteValidatesEachShapeOnce(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	dir := t.TempDir()
+	w := NewWriter(Options{SpecDir: dir, Exists: func(string) bool { return true }})
+	validated := 0
+	refuse := false
+	w.validate = func(tmp string) error {
+		validated++
+		if refuse {
+			return errors.New("refused")
+		}
+		return validateSpecFile(tmp)
+	}
+	share := func(i int) string { return fmt.Sprintf("%08d-0000-4000-8000-000000000000", i) }
+	claim := func(i int) string { return fmt.Sprintf("%08d-1111-4111-8111-111111111111", i) }
+	port0, port1 := ib("mlx5_0", 1, 0, 0), ib("mlx5_1", 1, 1, 1)
+	steps := []struct {
+		name      string
+		claimUID  string
+		devices   []ClaimDevice
+		refuse    bool
+		validated int // the count after the step
+		wantErr   bool
+	}{
+		{"first claim", claim(1), []ClaimDevice{shared("rdma", share(1), port0, cfg(nil))}, false, 1, false},
+		{"another claim and share", claim(2), []ClaimDevice{shared("rdma", share(2), port0, cfg(nil))}, false, 1, false},
+		{"another port", claim(3), []ClaimDevice{shared("rdma", share(3), port1, cfg(nil))}, false, 2, false},
+		{"two shares", claim(4), []ClaimDevice{shared("rdma", share(4), port0, cfg(nil)), shared("rdma", share(5), port1, cfg(nil))}, false, 3, false},
+		{"two shares again", claim(5), []ClaimDevice{shared("rdma", share(6), port0, cfg(nil)), shared("rdma", share(7), port1, cfg(nil))}, false, 3, false},
+		{"another config", claim(6), []ClaimDevice{shared("rdma", share(8), port0, cfg(func(c *v1alpha1.RdmaConfig) {
+			m := v1alpha1.MemlockUnlimited
+			c.Memlock = &m
+		}))}, true, 4, true},
+		{"refused before", claim(7), []ClaimDevice{shared("rdma", share(9), port0, cfg(func(c *v1alpha1.RdmaConfig) {
+			m := v1alpha1.MemlockUnlimited
+			c.Memlock = &m
+		}))}, false, 5, false},
+	}
+	w.opts.HookPath = "/opt/hook"
+	for _, st := range steps {
+		refuse = st.refuse
+		_, err := w.Write(ctx, st.claimUID, st.devices)
+		if (err != nil) != st.wantErr {
+			t.Errorf("%s: error %v, want one: %v", st.name, err, st.wantErr)
+		}
+		if validated != st.validated {
+			t.Errorf("%s: %d validations so far, want %d", st.name, validated, st.validated)
+		}
+	}
+}
+
+// TestSpecKey: keys are equal exactly when the specs are the same up to a one-to-one
+// renaming of the claim UID and share IDs.
+func TestSpecKey(t *testing.T) {
+	const a, b, c = "aaaaaaaa-0000-4000-8000-000000000000", "bbbbbbbb-0000-4000-8000-000000000000", "cccccccc-0000-4000-8000-000000000000"
+	dev := func(shareID string) ClaimDevice { return ClaimDevice{Device: "d", ShareID: shareID} }
+	key := func(spec, claimUID string, shares ...string) string {
+		t.Helper()
+		var devices []ClaimDevice
+		for _, s := range shares {
+			devices = append(devices, dev(s))
+		}
+		k, ok := specKey([]byte(spec), claimUID, devices)
+		if !ok {
+			return "none"
+		}
+		return fmt.Sprintf("%x", k)
+	}
+	tests := []struct {
+		name  string
+		x, y  string
+		equal bool
+	}{
+		{"claim renamed", key(a+"-d "+b, a, b), key(b+"-d "+c, b, c), true},
+		{"shares swapped", key(a+" "+b+" "+c, a, b, c), key(a+" "+c+" "+b, a, c, b), true},
+		{"two shares made one", key(a+" "+b+" "+c, a, b, c), key(a+" "+b+" "+b, a, b, b), false},
+		{"other content", key(a+"-d", a), key(a+"-e", a), false},
+		{"a placeholder in the spec", key("zzzzzzzz-zzzz-zzzz-zzzz-000000000000", a), "none", true},
+	}
+	for _, tt := range tests {
+		if (tt.x == tt.y) != tt.equal {
+			t.Errorf("%s: keys %s and %s, want equal: %v", tt.name, tt.x, tt.y, tt.equal)
+		}
 	}
 }
 
