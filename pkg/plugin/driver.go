@@ -104,6 +104,9 @@ type Driver struct {
 	mu             sync.Mutex
 	droppedLogged  map[string]bool
 	deviceCounters func(*checkpoint.Checkpoint) []metrics.DeviceCount
+	// deviceCounts are the counts the device gauges were last set to; only
+	// updateGauges, under the checkpoint's lock, uses them.
+	deviceCounts []metrics.DeviceCount
 	// committed is told about every committed checkpoint (DriverOptions.Committed).
 	committed func(*checkpoint.Checkpoint)
 
@@ -313,7 +316,12 @@ func (d *Driver) ClaimStatus() *claimstatus.Writer { return d.status }
 func (d *Driver) updateGauges(cp *checkpoint.Checkpoint) {
 	d.metrics.SetPreparedClaims(len(cp.Claims))
 	if d.deviceCounters != nil {
-		d.metrics.SetDevices(d.deviceCounters(cp))
+		// Setting the gauges makes every series anew; most commits (a completed prepare,
+		// the steps of an attachment) hold the same devices as the one before.
+		if counts := d.deviceCounters(cp); !slices.Equal(counts, d.deviceCounts) {
+			d.metrics.SetDevices(counts)
+			d.deviceCounts = counts
+		}
 	}
 	if d.committed != nil {
 		d.committed(cp)
