@@ -129,8 +129,11 @@ func (d *Driver) answerFor(entry *checkpoint.Claim) kubeletplugin.PrepareResult 
 // attributes it was published with, its uverbs device, and the pod's view of an attached
 // network. net is the claim's network record, nil when it has none.
 func (d *Driver) deviceMetadata(dev checkpoint.Device, net *checkpoint.Network) *kubeletplugin.DeviceMetadata {
-	attrs := map[string]resourceapi.DeviceAttribute{}
-	if md, ok := d.devices.Lookup(dev.Pool, dev.Device); ok {
+	md, ok := d.devices.Lookup(dev.Pool, dev.Device)
+	// Room for the published attributes and the two added here: a map grown entry by
+	// entry was most of a prepare's allocations in this package.
+	attrs := make(map[string]resourceapi.DeviceAttribute, len(md.Attributes)+2)
+	if ok {
 		for name, v := range md.Attributes {
 			attrs[string(name)] = v
 		}
