@@ -53,8 +53,8 @@ func TestSharesRequests(t *testing.T) {
 	}{
 		{name: "no request takes one share", want: true, consumed: 1},
 		{name: "0 rounds up to 1", request: new(int64(0)), want: true, consumed: 1},
-		{name: "all shares", request: new(int64(shares)), want: true, consumed: shares},
-		{name: "one share more than the port has", request: new(int64(shares + 1))},
+		{name: "all shares", request: new(shares), want: true, consumed: shares},
+		{name: "one share more than the port has", request: new(shares + 1)},
 		{name: "the shares left", request: new(int64(1)), held: shares - 1, want: true, consumed: 1},
 		{name: "more than the shares left", request: new(int64(2)), held: shares - 1},
 	} {
