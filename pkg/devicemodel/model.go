@@ -412,18 +412,17 @@ func newDevice(pl devicePlan, attrs map[resourceapi.QualifiedName]resourceapi.De
 
 // sharesCapacity is the capacity of a shared device of maxShares shares: a claim takes
 // one share unless it asks for more, and at most all of them.
-//
-// The valid range has no Max: the allocator never hands out more than the capacity's
-// value (a request beyond it leaves the device unallocated, as a violated Max would),
-// so a Max equal to the value says nothing, and it cost 11 bytes of every shared device
-// on the wire. Min 1 does carry something: it rounds a request of 0 shares up to 1.
 func sharesCapacity(maxShares int) map[resourceapi.QualifiedName]resourceapi.DeviceCapacity {
+	shares := apiresource.NewQuantity(int64(maxShares), apiresource.DecimalSI)
 	return map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
 		SharesCapacity: {
-			Value: *apiresource.NewQuantity(int64(maxShares), apiresource.DecimalSI),
+			Value: *shares,
 			RequestPolicy: &resourceapi.CapacityRequestPolicy{
-				Default:    apiresource.NewQuantity(1, apiresource.DecimalSI),
-				ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: apiresource.NewQuantity(1, apiresource.DecimalSI)},
+				Default: apiresource.NewQuantity(1, apiresource.DecimalSI),
+				ValidRange: &resourceapi.CapacityRequestPolicyRange{
+					Min: apiresource.NewQuantity(1, apiresource.DecimalSI),
+					Max: shares,
+				},
 			},
 		},
 	}

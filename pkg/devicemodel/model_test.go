@@ -55,7 +55,7 @@ func TestBuildInfiniBandPort(t *testing.T) {
 			Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
 				"rdma.dra.io/shares": {Value: sixteen, RequestPolicy: &resourceapi.CapacityRequestPolicy{
 					Default:    ptr.To(apiresource.MustParse("1")),
-					ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: ptr.To(apiresource.MustParse("1"))},
+					ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: ptr.To(apiresource.MustParse("1")), Max: &sixteen},
 				}},
 			},
 		},
@@ -272,7 +272,7 @@ func TestBuildCases(t *testing.T) {
 			names:  []string{"mlx5-00-p1-shared", "mlx5-01-p1-shared"},
 			check: func(t *testing.T, res *Result) {
 				c := device(t, res, "mlx5-00-p1-shared").Capacity[SharesCapacity]
-				if c.Value.Value() != 4 || c.RequestPolicy.ValidRange.Max != nil {
+				if c.Value.Value() != 4 || c.RequestPolicy.ValidRange.Max.Value() != 4 {
 					t.Errorf("capacity %+v, want 4 shares", c)
 				}
 				if res.Devices["mlx5-00-p1-shared"].MaxShares != 4 {
